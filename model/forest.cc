@@ -1,0 +1,193 @@
+#include "model/forest.h"
+
+#include <cereal/archives/portable_binary.hpp>
+#include <cereal/types/string.hpp>
+#include <cereal/types/vector.hpp>
+
+#include <cmath>
+#include <fstream>
+#include <limits>
+
+namespace pacset {
+
+const char* TaskName(Task t) {
+  switch (t) {
+    case Task::kRegression: return "regression";
+    case Task::kBinaryClassification: return "binary";
+    case Task::kMulticlassClassification: return "multiclass";
+  }
+  return "?";
+}
+
+const char* PostprocessName(Postprocess p) {
+  switch (p) {
+    case Postprocess::kIdentity: return "identity";
+    case Postprocess::kSigmoid: return "sigmoid";
+    case Postprocess::kSoftmax: return "softmax";
+    case Postprocess::kClassIndex: return "class-index";
+    case Postprocess::kExponential: return "exponential";
+  }
+  return "?";
+}
+
+const char* AggregationName(Aggregation a) {
+  return a == Aggregation::kSum ? "sum" : "mean";
+}
+
+const char* CardinalitySourceName(CardinalitySource s) {
+  switch (s) {
+    case CardinalitySource::kNone: return "none";
+    case CardinalitySource::kHessian: return "hessian";
+    case CardinalitySource::kTraining: return "training";
+    case CardinalitySource::kCalibrated: return "calibrated";
+    case CardinalitySource::kTrace: return "trace";
+  }
+  return "?";
+}
+
+float Float32AtOrBelow(double v) {
+  if (std::isnan(v)) return std::numeric_limits<float>::quiet_NaN();
+  float f = static_cast<float>(v);  // round to nearest; may overflow to inf
+  if (static_cast<double>(f) > v) f = std::nextafter(f, -std::numeric_limits<float>::infinity());
+  return f;
+}
+
+uint64_t Forest::AddTree(uint32_t group, uint32_t n) {
+  if (tree_offset.empty()) tree_offset.push_back(0);
+  const uint64_t begin = tree_offset.back();
+  tree_offset.push_back(begin + n);
+  tree_group.push_back(group);
+  const size_t total = begin + n;
+  left_child.resize(total, -1);
+  right_child.resize(total, -1);
+  split_feature.resize(total, 0);
+  threshold.resize(total, 0.0);
+  flags.resize(total, 0);
+  cardinality.resize(total, 0.0);
+  leaf_value.resize(total * leaf_width, 0.0);
+  return begin;
+}
+
+Status Forest::Validate() const {
+  auto bad = [](const std::string& m) { return Status::InvalidArgument("invalid forest: " + m); };
+  if (num_outputs == 0) return bad("no outputs");
+  if (leaf_width != 1 && leaf_width != num_outputs) return bad("leaf width must be 1 or num_outputs");
+  if (base_score.size() != num_outputs) return bad("base_score must have one value per output");
+  if (tree_group.empty()) return bad("the forest has no trees");
+  if (tree_offset.size() != tree_group.size() + 1 || tree_offset[0] != 0)
+    return bad("tree offsets do not match the tree count");
+  const size_t n = left_child.size();
+  if (tree_offset.back() != n || right_child.size() != n || split_feature.size() != n ||
+      threshold.size() != n || flags.size() != n || cardinality.size() != n ||
+      leaf_value.size() != n * leaf_width)
+    return bad("node arrays have different lengths");
+  if (postprocess == Postprocess::kSoftmax && num_outputs < 2)
+    return bad("softmax needs at least two outputs");
+  std::vector<uint8_t> seen;
+  for (size_t t = 0; t < num_trees(); ++t) {
+    const std::string where = "tree " + std::to_string(t);
+    if (tree_offset[t + 1] <= tree_offset[t]) return bad(where + " has no nodes");
+    if (tree_offset[t + 1] - tree_offset[t] > static_cast<uint64_t>(INT32_MAX))
+      return bad(where + " has too many nodes");
+    if (leaf_width == 1 && tree_group[t] >= num_outputs)
+      return bad(where + " belongs to output group " + std::to_string(tree_group[t]) +
+                 " but the model has " + std::to_string(num_outputs));
+    const uint64_t base = tree_offset[t];
+    const int32_t size = static_cast<int32_t>(tree_offset[t + 1] - base);
+    seen.assign(size, 0);
+    seen[0] = 1;
+    // No node is the child of two nodes and the root is nobody's child, so
+    // what is reachable from the root is a tree (no cycles, no sharing).
+    // Unreachable nodes (XGBoost's deleted nodes) are allowed and ignored.
+    for (int32_t i = 0; i < size; ++i) {
+      const uint64_t g = base + i;
+      const int32_t l = left_child[g], r = right_child[g];
+      if ((l < 0) != (r < 0)) return bad(where + " node " + std::to_string(i) + " has one child");
+      if (l < 0) {
+        for (uint32_t k = 0; k < leaf_width; ++k)
+          if (std::isnan(leaf_value[g * leaf_width + k]))
+            return bad(where + " leaf " + std::to_string(i) + " has a NaN value");
+        continue;
+      }
+      for (int32_t c : {l, r}) {
+        if (c >= size || c == 0)
+          return bad(where + " node " + std::to_string(i) + " has child " + std::to_string(c) +
+                     " outside 1.." + std::to_string(size - 1));
+        if (seen[c]) return bad(where + " node " + std::to_string(c) + " has two parents");
+        seen[c] = 1;
+      }
+      if (split_feature[g] >= num_features)
+        return bad(where + " node " + std::to_string(i) + " splits on feature " +
+                   std::to_string(split_feature[g]) + " but the model has " +
+                   std::to_string(num_features) + " features");
+      if (flags[g] & ~kKnownNodeFlags) return bad(where + " node has unknown flags");
+      const double th = threshold[g];
+      if (std::isnan(th)) return bad(where + " node " + std::to_string(i) + " has a NaN threshold");
+      if (input_precision == Precision::kFloat32 && static_cast<double>(static_cast<float>(th)) != th)
+        return bad(where + " node " + std::to_string(i) + " threshold is not a float32 value");
+    }
+  }
+  return Status::Ok();
+}
+
+namespace {
+
+constexpr uint32_t kForestFileMagic = 0x50414346;  // "FCAP"
+constexpr uint32_t kForestFileVersion = 1;
+
+template <class Archive>
+void Serialize(Archive& ar, Forest& f) {
+  uint8_t task = static_cast<uint8_t>(f.task), post = static_cast<uint8_t>(f.postprocess),
+          agg = static_cast<uint8_t>(f.aggregation), inp = static_cast<uint8_t>(f.input_precision),
+          acc = static_cast<uint8_t>(f.accumulate_precision),
+          card = static_cast<uint8_t>(f.cardinality_source);
+  ar(task, f.num_features, f.num_outputs, f.num_classes, f.leaf_width, f.base_score, post,
+     f.sigmoid_alpha, agg, inp, acc, card, f.source.format, f.source.library_version,
+     f.source.objective, f.source.file_name);
+  ar(f.tree_offset, f.tree_group, f.left_child, f.right_child, f.split_feature, f.threshold,
+     f.flags, f.cardinality, f.leaf_value);
+  f.task = static_cast<Task>(task);
+  f.postprocess = static_cast<Postprocess>(post);
+  f.aggregation = static_cast<Aggregation>(agg);
+  f.input_precision = static_cast<Precision>(inp);
+  f.accumulate_precision = static_cast<Precision>(acc);
+  f.cardinality_source = static_cast<CardinalitySource>(card);
+}
+
+}  // namespace
+
+Status SaveForest(const Forest& forest, const std::string& path) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) return Status::FromErrno("cannot create " + path, errno);
+  {
+    cereal::PortableBinaryOutputArchive ar(out);
+    uint32_t magic = kForestFileMagic, version = kForestFileVersion;
+    ar(magic, version);
+    Forest copy = forest;  // Serialize() is symmetric and takes a mutable reference
+    Serialize(ar, copy);
+  }
+  out.flush();
+  if (!out) return Status::IOError("cannot write " + path);
+  return Status::Ok();
+}
+
+StatusOr<Forest> LoadForest(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::FromErrno("cannot open " + path, errno);
+  Forest f;
+  try {
+    cereal::PortableBinaryInputArchive ar(in);
+    uint32_t magic = 0, version = 0;
+    ar(magic, version);
+    if (magic != kForestFileMagic) return Status::InvalidArgument(path + ": not a pacset forest file");
+    if (version != kForestFileVersion)
+      return Status::NotSupported(path + ": forest file version " + std::to_string(version));
+    Serialize(ar, f);
+  } catch (const std::exception& e) {
+    return Status::Corruption(path + ": truncated or corrupt forest file (" + e.what() + ")");
+  }
+  PACSET_RETURN_IF_ERROR(f.Validate().WithContext(path));
+  return f;
+}
+
+}  // namespace pacset

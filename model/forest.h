@@ -1,0 +1,152 @@
+// The in-memory forest: one flat struct of arrays for a whole ensemble.
+//
+// Every importer (XGBoost, scikit-learn, LightGBM) produces a Forest, the
+// packer (layout/) reads one, and the in-memory predictor (model/predict.h)
+// is the reference every other prediction path is tested against.
+//
+// Representation (the treelite-dask-serializer idea): each field is a flat,
+// contiguous array over all nodes of all trees, so a forest is saved and
+// loaded as a handful of memcpy-sized frames with no per-node work.
+// Node ids inside a tree are local (0 = root); tree t owns the global node
+// range [tree_offset[t], tree_offset[t+1]).
+//
+// Split semantics are normalised at import to ONE comparison operator:
+//   a non-missing value x goes left  <=>  x <= threshold
+// where x is first converted to the forest's input precision (float32 for
+// XGBoost and scikit-learn, which cast inputs to float32; float64 for
+// LightGBM). Each library's own rule is mapped onto this exactly; see
+// model/routing.h and docs/exactness.md.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "util/status.h"
+
+namespace pacset {
+
+enum class Task : uint8_t {
+  kRegression = 0,
+  kBinaryClassification = 1,
+  kMulticlassClassification = 2,
+};
+
+// What turns margins (raw scores) into the library's prediction.
+enum class Postprocess : uint8_t {
+  kIdentity = 0,    // regression, sklearn forests (already probabilities)
+  kSigmoid = 1,     // 1 / (1 + exp(-alpha * m)); XGBoost binary:logistic, LightGBM binary
+  kSoftmax = 2,     // per-row softmax over the output groups
+  kClassIndex = 3,  // index of the largest margin (XGBoost multi:softmax)
+  kExponential = 4, // exp(m): poisson, gamma, tweedie
+};
+
+// How per-tree leaf values are combined.
+enum class Aggregation : uint8_t {
+  kSum = 0,   // boosting: margin = base + sum of leaves
+  kMean = 1,  // random forests: margin = (base + sum) / trees contributing to the output
+};
+
+enum class Precision : uint8_t {
+  kFloat32 = 0,
+  kFloat64 = 1,
+};
+
+// Per-node flag bits (Forest::flags).
+enum NodeFlag : uint8_t {
+  // A missing value goes to the left child (otherwise right).
+  kDefaultLeft = 1u << 0,
+  // |x| <= 1e-35f counts as missing (LightGBM missing type "Zero").
+  kZeroIsMissing = 1u << 1,
+  // NaN is not missing but the value 0.0 (LightGBM missing types "None" and "Zero").
+  kNanIsZero = 1u << 2,
+};
+constexpr uint8_t kKnownNodeFlags = kDefaultLeft | kZeroIsMissing | kNanIsZero;
+
+// Where Forest::cardinality came from, weakest to strongest.
+enum class CardinalitySource : uint8_t {
+  kNone = 0,        // unknown: layouts fall back to equal weights
+  kHessian = 1,     // XGBoost sum_hessian (a row count only for squared error)
+  kTraining = 2,    // training-row counts from the model file
+  kCalibrated = 3,  // counted by routing real rows (--calibrate)
+  kTrace = 4,       // observed block popularity from a pacsetfs trace
+};
+
+const char* TaskName(Task t);
+const char* PostprocessName(Postprocess p);
+const char* AggregationName(Aggregation a);
+const char* CardinalitySourceName(CardinalitySource s);
+
+// Where a forest came from; shown by `pacset info` and kept in store catalogs.
+struct ModelSource {
+  std::string format;           // "xgboost-json", "xgboost-ubjson", "sklearn", "lightgbm-text"
+  std::string library_version;  // as recorded in the model file, "" if unknown
+  std::string objective;        // library objective / estimator name
+  std::string file_name;        // base name of the imported file
+};
+
+struct Forest {
+  // ---- forest-wide ----
+  Task task = Task::kRegression;
+  uint32_t num_features = 0;
+  // Length of the margin vector: 1 for regression and XGBoost/LightGBM binary
+  // models, K for K-class models (and 2 for sklearn binary classifiers, whose
+  // leaves are probability vectors).
+  uint32_t num_outputs = 1;
+  uint32_t num_classes = 1;  // 1 for regression
+  // Values per leaf: 1 (the leaf adds to its tree's output group) or
+  // num_outputs (the leaf adds a vector to every output).
+  uint32_t leaf_width = 1;
+  std::vector<double> base_score;  // per output, in margin space
+  Postprocess postprocess = Postprocess::kIdentity;
+  double sigmoid_alpha = 1.0;
+  Aggregation aggregation = Aggregation::kSum;
+  // Inputs are rounded to this precision before comparison.
+  Precision input_precision = Precision::kFloat32;
+  // Margins are accumulated (tree order) and post-processed in this precision.
+  Precision accumulate_precision = Precision::kFloat64;
+  CardinalitySource cardinality_source = CardinalitySource::kNone;
+  ModelSource source;
+
+  // ---- per tree (size num_trees) ----
+  std::vector<uint64_t> tree_offset;  // size num_trees + 1; tree_offset[0] == 0
+  std::vector<uint32_t> tree_group;   // output group of scalar leaves (0 when leaf_width > 1)
+
+  // ---- per node (size num_nodes) ----
+  std::vector<int32_t> left_child;   // local id of the child taken when x <= threshold; -1 for a leaf
+  std::vector<int32_t> right_child;  // local id; -1 for a leaf
+  std::vector<uint32_t> split_feature;
+  std::vector<double> threshold;     // exact in input_precision
+  std::vector<uint8_t> flags;        // NodeFlag bits
+  std::vector<double> cardinality;   // rows reaching the node; 0 where unknown
+  std::vector<double> leaf_value;    // leaf_width values per node (zeros for internal nodes)
+
+  size_t num_trees() const { return tree_group.size(); }
+  size_t num_nodes() const { return left_child.size(); }
+  size_t tree_size(size_t t) const { return tree_offset[t + 1] - tree_offset[t]; }
+  bool is_leaf(uint64_t global_node) const { return left_child[global_node] < 0; }
+  // Number of columns `pacset predict` writes per row (without --margin).
+  uint32_t num_prediction_columns() const {
+    return postprocess == Postprocess::kClassIndex ? 1 : num_outputs;
+  }
+
+  // Appends a tree with `n` nodes initialised as leaves with zero values and
+  // returns the global id of its root.
+  uint64_t AddTree(uint32_t group, uint32_t n);
+
+  // Checks every structural invariant (array sizes, child ids in range, no
+  // node with two parents, root nobody's child, features < num_features,
+  // thresholds exact in input_precision, groups < num_outputs). Importers call
+  // it last, so a forest that reaches the packer or the predictor is sound.
+  Status Validate() const;
+};
+
+// Largest float32 value <= v (v itself when representable); NaN stays NaN.
+float Float32AtOrBelow(double v);
+
+// Saves / loads the forest as flat frames (cereal portable binary archive).
+// Loading validates the result.
+Status SaveForest(const Forest& forest, const std::string& path);
+StatusOr<Forest> LoadForest(const std::string& path);
+
+}  // namespace pacset

@@ -1,0 +1,213 @@
+#include "model/import.h"
+
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+extern char** environ;
+
+namespace pacset {
+namespace {
+
+StatusOr<std::string> ReadWholeFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::FromErrno("cannot open " + path, errno);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) return Status::IOError("cannot read " + path);
+  return std::move(ss).str();
+}
+
+bool EndsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::string BaseName(const std::string& path) {
+  size_t p = path.rfind('/');
+  return p == std::string::npos ? path : path.substr(p + 1);
+}
+
+bool IsExecutable(const std::string& p) { return access(p.c_str(), X_OK) == 0; }
+bool IsReadable(const std::string& p) { return access(p.c_str(), R_OK) == 0; }
+
+std::string SelfDir() {
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return "";
+  buf[n] = 0;
+  std::string s(buf);
+  return s.substr(0, s.rfind('/'));
+}
+
+// Where the exporter script is: $PACSET_SKLEARN_EXPORTER, next to the running
+// binary (installed: /usr/bin; build tree: build/tools), the data dir, or the
+// source tree.
+std::string FindExporter() {
+  if (const char* e = std::getenv("PACSET_SKLEARN_EXPORTER")) return e;
+  const std::string candidates[] = {
+      SelfDir() + "/pacset-sklearn-export",
+      std::string(PACSET_DATADIR) + "/pacset-sklearn-export",
+      std::string(PACSET_SOURCE_DIR) + "/tools/pacset-sklearn-export",
+  };
+  for (const auto& c : candidates)
+    if (IsReadable(c)) return c;
+  return "";
+}
+
+// Debian's python3-sklearn lives under /usr/bin/python3; a python3 earlier on
+// PATH (pyenv, venv) usually lacks it, so prefer the system one.
+std::string FindPython() {
+  if (const char* e = std::getenv("PACSET_PYTHON")) return e;
+  if (IsExecutable("/usr/bin/python3")) return "/usr/bin/python3";
+  return "python3";
+}
+
+}  // namespace
+
+const char* ModelFormatName(ModelFormat f) {
+  switch (f) {
+    case ModelFormat::kAuto: return "auto";
+    case ModelFormat::kXgboostJson: return "xgboost-json";
+    case ModelFormat::kXgboostUbjson: return "xgboost-ubjson";
+    case ModelFormat::kSklearnJson: return "sklearn-json";
+    case ModelFormat::kSklearnPickle: return "sklearn-pickle";
+    case ModelFormat::kLightgbmText: return "lightgbm";
+    case ModelFormat::kPacsetForest: return "pacset-forest";
+  }
+  return "?";
+}
+
+StatusOr<ModelFormat> ParseModelFormat(const std::string& name) {
+  for (ModelFormat f : {ModelFormat::kAuto, ModelFormat::kXgboostJson, ModelFormat::kXgboostUbjson,
+                        ModelFormat::kSklearnJson, ModelFormat::kSklearnPickle,
+                        ModelFormat::kLightgbmText, ModelFormat::kPacsetForest})
+    if (name == ModelFormatName(f)) return f;
+  return Status::InvalidArgument("unknown model format '" + name +
+                                 "' (expected auto, xgboost-json, xgboost-ubjson, sklearn-json, "
+                                 "sklearn-pickle, lightgbm or pacset-forest)");
+}
+
+StatusOr<ModelFormat> DetectModelFormat(const std::string& path) {
+  if (EndsWith(path, ".joblib") || EndsWith(path, ".pkl") || EndsWith(path, ".pickle"))
+    return ModelFormat::kSklearnPickle;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::FromErrno("cannot open " + path, errno);
+  char head[4096];
+  in.read(head, sizeof(head));
+  const size_t n = static_cast<size_t>(in.gcount());
+  if (n == 0) return Status::InvalidArgument(path + ": the file is empty");
+  std::string_view h(head, n);
+  if (n >= 5 && head[0] == 1 && h.substr(1, 4) == "FCAP") return ModelFormat::kPacsetForest;
+  if (static_cast<unsigned char>(head[0]) == 0x80) return ModelFormat::kSklearnPickle;
+  size_t i = 0;
+  while (i < n && (head[i] == ' ' || head[i] == '\n' || head[i] == '\r' || head[i] == '\t')) ++i;
+  if (i < n && head[i] == '{') {
+    const char next = i + 1 < n ? head[i + 1] : 0;
+    if (EndsWith(path, ".ubj") || std::strchr("UiIlLd$#", next) != nullptr)
+      return ModelFormat::kXgboostUbjson;
+    if (h.find("\"pacset-sklearn\"") != std::string_view::npos) return ModelFormat::kSklearnJson;
+    return ModelFormat::kXgboostJson;
+  }
+  if (h.rfind("tree\n", 0) == 0 || h.rfind("tree\r\n", 0) == 0 ||
+      h.find("\nversion=v") != std::string_view::npos)
+    return ModelFormat::kLightgbmText;
+  return Status::InvalidArgument(
+      path + ": unrecognised model format (expected an XGBoost .json/.ubj model, a LightGBM text "
+             "model, a scikit-learn .joblib/.pkl file or its exported JSON; use --format to say "
+             "which)");
+}
+
+StatusOr<Forest> ImportModel(const std::string& path, ModelFormat format) {
+  if (format == ModelFormat::kAuto) {
+    PACSET_ASSIGN_OR_RETURN(format, DetectModelFormat(path));
+  }
+  StatusOr<Forest> result = Status::Internal("unreachable");
+  if (format == ModelFormat::kSklearnPickle) {
+    result = ImportSklearnPickle(path);
+  } else if (format == ModelFormat::kPacsetForest) {
+    result = LoadForest(path);
+  } else {
+    PACSET_ASSIGN_OR_RETURN(std::string bytes, ReadWholeFile(path));
+    switch (format) {
+      case ModelFormat::kXgboostJson: result = ImportXgboostJson(bytes, path); break;
+      case ModelFormat::kXgboostUbjson: result = ImportXgboostUbjson(bytes, path); break;
+      case ModelFormat::kSklearnJson: result = ImportSklearnJson(bytes, path); break;
+      case ModelFormat::kLightgbmText: result = ImportLightgbmText(bytes, path); break;
+      default: return Status::Internal("unhandled model format");
+    }
+  }
+  if (result.ok() && result->source.file_name.empty()) result->source.file_name = BaseName(path);
+  return result;
+}
+
+StatusOr<Forest> ImportSklearnPickle(const std::string& path) {
+  if (!IsReadable(path)) return Status::FromErrno("cannot open " + path, errno);
+  const std::string exporter = FindExporter();
+  if (exporter.empty())
+    return Status::NotFound("cannot find pacset-sklearn-export (set PACSET_SKLEARN_EXPORTER)");
+  const std::string python = FindPython();
+  char json_tmpl[] = "/tmp/pacset-sklearn-XXXXXX";
+  int json_fd = mkstemp(json_tmpl);
+  if (json_fd < 0) return Status::FromErrno("cannot create a temporary file", errno);
+  char err_tmpl[] = "/tmp/pacset-sklearn-err-XXXXXX";
+  int err_fd = mkstemp(err_tmpl);
+  if (err_fd < 0) {
+    close(json_fd);
+    unlink(json_tmpl);
+    return Status::FromErrno("cannot create a temporary file", errno);
+  }
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, json_fd, STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, err_fd, STDERR_FILENO);
+  std::vector<std::string> args = {python, exporter, path};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid;
+  int rc = posix_spawnp(&pid, python.c_str(), &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  close(json_fd);
+  close(err_fd);
+  auto cleanup = [&] {
+    unlink(json_tmpl);
+    unlink(err_tmpl);
+  };
+  if (rc != 0) {
+    cleanup();
+    return Status::NotSupported(path + ": reading scikit-learn models needs python3 (" + python +
+                                ": " + std::strerror(rc) +
+                                "); install it with: apt-get install python3 python3-sklearn "
+                                "python3-joblib");
+  }
+  int wstatus = 0;
+  while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
+  }
+  auto err_text = ReadWholeFile(err_tmpl);
+  std::string err = err_text.ok() ? *err_text : "";
+  while (!err.empty() && err.back() == '\n') err.pop_back();
+  if (!WIFEXITED(wstatus) || WEXITSTATUS(wstatus) != 0) {
+    cleanup();
+    const int code = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -1;
+    // The exporter exits 3 when python3-sklearn / joblib is missing.
+    if (code == 3) return Status::NotSupported(err);
+    if (code == 127 || err.find("No such file") != std::string::npos)
+      return Status::NotSupported(path + ": reading scikit-learn models needs python3: " + err);
+    return Status::InvalidArgument(path + ": " + (err.empty() ? "exporter failed" : err));
+  }
+  auto json = ReadWholeFile(json_tmpl);
+  cleanup();
+  if (!json.ok()) return json.status();
+  auto forest = ImportSklearnJson(*json, path + " (exported)");
+  if (forest.ok()) forest->source.format = "sklearn-pickle";
+  return forest;
+}
+
+}  // namespace pacset

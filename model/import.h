@@ -1,0 +1,48 @@
+// Model importers: files written by the training libraries -> Forest.
+//
+// Each importer either returns a validated Forest that predicts exactly what
+// the library predicts, or a Status naming the file, the field (JSON path) or
+// line, and the reason. Unsupported features (categorical splits, DART,
+// linear trees, ...) are reported as kNotSupported, never approximated.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "model/forest.h"
+#include "util/status.h"
+
+namespace pacset {
+
+enum class ModelFormat {
+  kAuto,            // decide from the file's first bytes and extension
+  kXgboostJson,     // XGBoost save_model("*.json"), versions 1.x to 3.x
+  kXgboostUbjson,   // XGBoost save_model("*.ubj")
+  kSklearnJson,     // JSON written by tools/pacset-sklearn-export (format: docs/sklearn-export.md)
+  kSklearnPickle,   // a .joblib / .pkl file, converted by running pacset-sklearn-export
+  kLightgbmText,    // LightGBM save_model() text
+  kPacsetForest,    // a Forest saved with SaveForest()
+};
+
+const char* ModelFormatName(ModelFormat f);
+// Parses "xgboost-json", "xgboost-ubjson", "sklearn-json", "sklearn-pickle", "lightgbm", "auto".
+StatusOr<ModelFormat> ParseModelFormat(const std::string& name);
+
+// Guesses the format from the path's extension and first bytes.
+StatusOr<ModelFormat> DetectModelFormat(const std::string& path);
+
+// Reads and imports a model file.
+StatusOr<Forest> ImportModel(const std::string& path, ModelFormat format = ModelFormat::kAuto);
+
+// The individual importers; `name` is used in error messages.
+StatusOr<Forest> ImportXgboostJson(std::string_view text, const std::string& name);
+StatusOr<Forest> ImportXgboostUbjson(std::string_view bytes, const std::string& name);
+StatusOr<Forest> ImportSklearnJson(std::string_view text, const std::string& name);
+StatusOr<Forest> ImportLightgbmText(std::string_view text, const std::string& name);
+
+// Runs the scikit-learn exporter on a pickled estimator and imports its JSON.
+// Needs python3 with scikit-learn; the error says what to install otherwise.
+// Unpickling runs code from the file: only use files you trust.
+StatusOr<Forest> ImportSklearnPickle(const std::string& path);
+
+}  // namespace pacset

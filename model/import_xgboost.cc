@@ -1,0 +1,257 @@
+// XGBoost JSON / UBJSON importer (schema: dmlc/xgboost doc/model.schema).
+//
+// Exactness: XGBoost stores inputs as float32 and sends x left iff
+// x < split_condition (float32). For float32 x that is x <= nextafterf(t, -inf),
+// our single operator. Missing values (NaN) follow default_left. Leaf values
+// are float32 and already include the learning rate; margins are summed in
+// float32 in tree order starting from the base margin (cpu_predictor.cc).
+#include <cmath>
+#include <limits>
+
+#include "model/import.h"
+#include "model/json_reader.h"
+
+namespace pacset {
+namespace {
+
+struct ObjectiveInfo {
+  Task task;
+  Postprocess post;
+  enum class BaseLink { kIdentity, kLogit, kLog } link;
+};
+
+StatusOr<ObjectiveInfo> LookupObjective(const std::string& name, uint32_t num_class,
+                                        const std::string& file) {
+  using L = ObjectiveInfo::BaseLink;
+  static const std::string kIdentityRegression[] = {
+      "reg:squarederror", "reg:linear", "reg:squaredlogerror", "reg:pseudohubererror",
+      "reg:absoluteerror", "reg:quantileerror", "rank:pairwise", "rank:ndcg", "rank:map"};
+  for (const auto& n : kIdentityRegression)
+    if (name == n) return ObjectiveInfo{Task::kRegression, Postprocess::kIdentity, L::kIdentity};
+  if (name == "binary:logistic")
+    return ObjectiveInfo{Task::kBinaryClassification, Postprocess::kSigmoid, L::kLogit};
+  if (name == "reg:logistic")
+    return ObjectiveInfo{Task::kRegression, Postprocess::kSigmoid, L::kLogit};
+  if (name == "binary:logitraw")
+    return ObjectiveInfo{Task::kBinaryClassification, Postprocess::kIdentity, L::kLogit};
+  if (name == "count:poisson" || name == "reg:gamma" || name == "reg:tweedie")
+    return ObjectiveInfo{Task::kRegression, Postprocess::kExponential, L::kLog};
+  if (name == "multi:softprob" || name == "multi:softmax") {
+    if (num_class < 2)
+      return Status::InvalidArgument(file + ": objective " + name + " needs num_class >= 2");
+    return ObjectiveInfo{Task::kMulticlassClassification,
+                         name == "multi:softprob" ? Postprocess::kSoftmax : Postprocess::kClassIndex,
+                         L::kIdentity};
+  }
+  return Status::NotSupported(file + ": XGBoost objective '" + name +
+                              "' is not supported (supported: reg:squarederror and other "
+                              "identity-link regression, reg:logistic, binary:logistic, "
+                              "binary:logitraw, multi:softprob, multi:softmax, count:poisson, "
+                              "reg:gamma, reg:tweedie)");
+}
+
+StatusOr<Forest> ImportXgboostDocument(const nlohmann::json& doc, const std::string& file,
+                                       const std::string& format_name) {
+  JsonReader root(doc, file);
+  Forest f;
+  f.source.format = format_name;
+  if (root.Has("version")) {
+    PACSET_ASSIGN_OR_RETURN(auto v, root.Member("version"));
+    if (v.json().is_array()) {
+      std::string s;
+      for (const auto& e : v.json()) s += (s.empty() ? "" : ".") + e.dump();
+      f.source.library_version = "xgboost " + s;
+    }
+  }
+  PACSET_ASSIGN_OR_RETURN(auto learner, root.Member("learner"));
+  PACSET_ASSIGN_OR_RETURN(auto lmp, learner.Member("learner_model_param"));
+  PACSET_ASSIGN_OR_RETURN(auto num_feature_r, lmp.Member("num_feature"));
+  PACSET_ASSIGN_OR_RETURN(int64_t num_feature, num_feature_r.Integer());
+  if (num_feature <= 0 || num_feature > (1 << 30))
+    return num_feature_r.Error("num_feature must be between 1 and 2^30");
+  int64_t num_class = 0, num_target = 1;
+  if (lmp.Has("num_class")) {
+    PACSET_ASSIGN_OR_RETURN(auto r, lmp.Member("num_class"));
+    PACSET_ASSIGN_OR_RETURN(num_class, r.Integer());
+  }
+  if (lmp.Has("num_target")) {
+    PACSET_ASSIGN_OR_RETURN(auto r, lmp.Member("num_target"));
+    PACSET_ASSIGN_OR_RETURN(num_target, r.Integer());
+  }
+  if (num_class < 0 || num_class > 100000 || num_target < 1 || num_target > 100000)
+    return lmp.Error("num_class / num_target out of range");
+  PACSET_ASSIGN_OR_RETURN(auto objective, learner.Member("objective"));
+  PACSET_ASSIGN_OR_RETURN(auto objective_name_r, objective.Member("name"));
+  PACSET_ASSIGN_OR_RETURN(std::string objective_name, objective_name_r.String());
+  PACSET_ASSIGN_OR_RETURN(ObjectiveInfo obj,
+                          LookupObjective(objective_name, static_cast<uint32_t>(num_class), file));
+  f.source.objective = objective_name;
+
+  PACSET_ASSIGN_OR_RETURN(auto booster, learner.Member("gradient_booster"));
+  PACSET_ASSIGN_OR_RETURN(auto booster_name_r, booster.Member("name"));
+  PACSET_ASSIGN_OR_RETURN(std::string booster_name, booster_name_r.String());
+  if (booster_name == "dart")
+    return Status::NotSupported(file + ": DART boosters are not supported yet (their tree "
+                                "weights change predictions); use gbtree");
+  if (booster_name != "gbtree")
+    return Status::NotSupported(file + ": booster '" + booster_name +
+                                "' is not a tree ensemble (only gbtree is supported)");
+  PACSET_ASSIGN_OR_RETURN(auto model, booster.Member("model"));
+  PACSET_ASSIGN_OR_RETURN(auto trees, model.Member("trees"));
+  PACSET_ASSIGN_OR_RETURN(size_t num_trees, trees.ArraySize());
+  PACSET_ASSIGN_OR_RETURN(auto tree_info_r, model.Member("tree_info"));
+  PACSET_ASSIGN_OR_RETURN(auto tree_info, tree_info_r.Integers(static_cast<int64_t>(num_trees)));
+  if (num_trees == 0) return trees.Error("the model has no trees");
+
+  f.task = obj.task;
+  f.num_features = static_cast<uint32_t>(num_feature);
+  f.num_outputs = static_cast<uint32_t>(std::max<int64_t>({num_class, num_target, 1}));
+  f.num_classes = obj.task == Task::kRegression ? 1
+                  : obj.task == Task::kBinaryClassification ? 2
+                                                             : static_cast<uint32_t>(num_class);
+  f.leaf_width = 1;
+  f.postprocess = obj.post;
+  f.aggregation = Aggregation::kSum;
+  f.input_precision = Precision::kFloat32;
+  f.accumulate_precision = Precision::kFloat32;
+  f.cardinality_source = CardinalitySource::kHessian;
+
+  // base_score: "5E-1", 0.5, or (3.1+) "[5E-1]" / one value per output.
+  PACSET_ASSIGN_OR_RETURN(auto base_r, lmp.Member("base_score"));
+  PACSET_ASSIGN_OR_RETURN(std::vector<double> base, base_r.Numbers());
+  if (base.size() == 1) base.assign(f.num_outputs, base[0]);
+  if (base.size() != f.num_outputs)
+    return base_r.Error("expected 1 or " + std::to_string(f.num_outputs) + " values");
+  f.base_score.resize(f.num_outputs);
+  for (uint32_t k = 0; k < f.num_outputs; ++k) {
+    const float b = static_cast<float>(base[k]);
+    float margin = b;
+    if (obj.link == ObjectiveInfo::BaseLink::kLogit) {
+      if (!(b > 0.0f && b < 1.0f)) return base_r.Error("base_score must be in (0, 1) for " + objective_name);
+      margin = -logf(1.0f / b - 1.0f);
+    } else if (obj.link == ObjectiveInfo::BaseLink::kLog) {
+      if (!(b > 0.0f)) return base_r.Error("base_score must be > 0 for " + objective_name);
+      margin = logf(b);
+    }
+    f.base_score[k] = margin;
+  }
+
+  for (size_t t = 0; t < num_trees; ++t) {
+    PACSET_ASSIGN_OR_RETURN(auto tree, trees.Element(t));
+    if (tree_info[t] < 0 || tree_info[t] >= static_cast<int64_t>(f.num_outputs))
+      return tree_info_r.Error("tree " + std::to_string(t) + " has output group " +
+                               std::to_string(tree_info[t]) + " but the model has " +
+                               std::to_string(f.num_outputs));
+    PACSET_ASSIGN_OR_RETURN(auto left_r, tree.Member("left_children"));
+    PACSET_ASSIGN_OR_RETURN(auto left, left_r.Integers());
+    const int64_t n = static_cast<int64_t>(left.size());
+    if (n == 0) return left_r.Error("a tree needs at least one node");
+    if (n > INT32_MAX) return left_r.Error("tree too large");
+    if (tree.Has("tree_param")) {
+      PACSET_ASSIGN_OR_RETURN(auto tp, tree.Member("tree_param"));
+      if (tp.Has("size_leaf_vector")) {
+        PACSET_ASSIGN_OR_RETURN(auto slv_r, tp.Member("size_leaf_vector"));
+        PACSET_ASSIGN_OR_RETURN(int64_t slv, slv_r.Integer());
+        if (slv > 1)
+          return Status::NotSupported(file + ": tree " + std::to_string(t) +
+                                      " has vector leaves (multi_strategy=multi_output_tree); "
+                                      "not supported yet");
+      }
+      if (tp.Has("num_nodes")) {
+        PACSET_ASSIGN_OR_RETURN(auto nn_r, tp.Member("num_nodes"));
+        PACSET_ASSIGN_OR_RETURN(int64_t nn, nn_r.Integer());
+        if (nn != n)
+          return nn_r.Error("num_nodes is " + std::to_string(nn) + " but left_children has " +
+                            std::to_string(n) + " entries");
+      }
+    }
+    PACSET_ASSIGN_OR_RETURN(auto right_r, tree.Member("right_children"));
+    PACSET_ASSIGN_OR_RETURN(auto right, right_r.Integers(n));
+    PACSET_ASSIGN_OR_RETURN(auto feat_r, tree.Member("split_indices"));
+    PACSET_ASSIGN_OR_RETURN(auto feat, feat_r.Integers(n));
+    PACSET_ASSIGN_OR_RETURN(auto cond_r, tree.Member("split_conditions"));
+    PACSET_ASSIGN_OR_RETURN(auto cond, cond_r.Doubles(n));
+    PACSET_ASSIGN_OR_RETURN(auto dl_r, tree.Member("default_left"));
+    PACSET_ASSIGN_OR_RETURN(auto default_left, dl_r.Integers(n));
+    std::vector<int64_t> split_type(n, 0);
+    if (tree.Has("split_type")) {
+      PACSET_ASSIGN_OR_RETURN(auto st_r, tree.Member("split_type"));
+      PACSET_ASSIGN_OR_RETURN(split_type, st_r.Integers(n));
+    }
+    std::vector<double> hess;
+    if (tree.Has("sum_hessian")) {
+      PACSET_ASSIGN_OR_RETURN(auto h_r, tree.Member("sum_hessian"));
+      PACSET_ASSIGN_OR_RETURN(hess, h_r.Doubles(n));
+    } else {
+      f.cardinality_source = CardinalitySource::kNone;
+    }
+    const uint64_t base_id = f.AddTree(static_cast<uint32_t>(tree_info[t]), static_cast<uint32_t>(n));
+    const std::string where = "tree " + std::to_string(t) + " node ";
+    for (int64_t i = 0; i < n; ++i) {
+      const uint64_t g = base_id + i;
+      if (!hess.empty()) f.cardinality[g] = std::max(0.0, hess[i]);
+      if (left[i] == -1) {
+        if (right[i] != -1) return right_r.Error(where + std::to_string(i) + " has only one child");
+        const double v = cond[i];
+        if (std::isnan(v)) return cond_r.Error(where + std::to_string(i) + " has a NaN leaf value");
+        f.leaf_value[g] = static_cast<float>(v);
+        continue;
+      }
+      if (left[i] <= 0 || left[i] >= n || right[i] <= 0 || right[i] >= n)
+        return left_r.Error(where + std::to_string(i) + " has a child outside 1.." +
+                            std::to_string(n - 1));
+      if (split_type[i] != 0)
+        return Status::NotSupported(file + ": " + where + std::to_string(i) +
+                                    " is a categorical split; categorical splits are not "
+                                    "supported yet (retrain with numerical features)");
+      if (feat[i] < 0 || feat[i] >= num_feature)
+        return feat_r.Error(where + std::to_string(i) + " splits on feature " +
+                            std::to_string(feat[i]) + " but num_feature is " +
+                            std::to_string(num_feature));
+      const float th = static_cast<float>(cond[i]);
+      if (std::isnan(th) || th == -std::numeric_limits<float>::infinity())
+        return cond_r.Error(where + std::to_string(i) + " has threshold " +
+                            std::to_string(cond[i]) + ", which no value is below");
+      f.left_child[g] = static_cast<int32_t>(left[i]);
+      f.right_child[g] = static_cast<int32_t>(right[i]);
+      f.split_feature[g] = static_cast<uint32_t>(feat[i]);
+      // x < th  <=>  x <= the next float32 below th (x is a float32).
+      f.threshold[g] = std::nextafter(th, -std::numeric_limits<float>::infinity());
+      f.flags[g] = default_left[i] ? kDefaultLeft : 0;
+    }
+  }
+  PACSET_RETURN_IF_ERROR(f.Validate().WithContext(file));
+  return f;
+}
+
+std::string CleanJsonError(const std::exception& e) {
+  std::string m = e.what();
+  // "[json.exception.parse_error.101] parse error at line 1, column 3: ..."
+  size_t p = m.find("] ");
+  if (m.rfind("[json.exception", 0) == 0 && p != std::string::npos) m = m.substr(p + 2);
+  return m;
+}
+
+}  // namespace
+
+StatusOr<Forest> ImportXgboostJson(std::string_view text, const std::string& name) {
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(text.begin(), text.end());
+  } catch (const std::exception& e) {
+    return Status::InvalidArgument(name + ": not valid JSON: " + CleanJsonError(e));
+  }
+  return ImportXgboostDocument(doc, name, "xgboost-json");
+}
+
+StatusOr<Forest> ImportXgboostUbjson(std::string_view bytes, const std::string& name) {
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::from_ubjson(bytes.begin(), bytes.end());
+  } catch (const std::exception& e) {
+    return Status::InvalidArgument(name + ": not valid UBJSON: " + CleanJsonError(e));
+  }
+  return ImportXgboostDocument(doc, name, "xgboost-ubjson");
+}
+
+}  // namespace pacset

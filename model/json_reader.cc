@@ -1,0 +1,155 @@
+#include "model/json_reader.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+
+namespace pacset {
+
+bool ParseNumberString(const std::string& s, double* out) {
+  size_t b = 0, e = s.size();
+  while (b < e && (s[b] == ' ' || s[b] == '[')) ++b;
+  while (e > b && (s[e - 1] == ' ' || s[e - 1] == ']')) --e;
+  if (b == e) return false;
+  const char* first = s.data() + b;
+  if (*first == '+') ++first;
+  auto [ptr, ec] = std::from_chars(first, s.data() + e, *out);
+  return ec == std::errc() && ptr == s.data() + e;
+}
+
+Status JsonReader::Error(const std::string& what) const {
+  return Status::InvalidArgument(file_ + ": " + (path_.empty() ? "<top level>" : path_) + ": " +
+                                 what);
+}
+
+StatusOr<JsonReader> JsonReader::Member(const std::string& key) const {
+  if (!j_->is_object()) return Error("expected an object");
+  auto it = j_->find(key);
+  const std::string child = path_.empty() ? key : path_ + "/" + key;
+  if (it == j_->end())
+    return Status::InvalidArgument(file_ + ": missing field " + child);
+  return JsonReader(*it, file_, child);
+}
+
+StatusOr<JsonReader> JsonReader::Element(size_t i) const {
+  if (!j_->is_array()) return Error("expected an array");
+  if (i >= j_->size()) return Error("index " + std::to_string(i) + " out of range");
+  return JsonReader((*j_)[i], file_, path_ + "/" + std::to_string(i));
+}
+
+StatusOr<size_t> JsonReader::ArraySize() const {
+  if (!j_->is_array()) return Error("expected an array");
+  return j_->size();
+}
+
+StatusOr<double> JsonReader::Number() const {
+  if (j_->is_number()) return j_->get<double>();
+  if (j_->is_boolean()) return j_->get<bool>() ? 1.0 : 0.0;
+  if (j_->is_string()) {
+    double v;
+    const std::string& s = j_->get_ref<const std::string&>();
+    if (ParseNumberString(s, &v)) return v;
+    return Error("'" + s.substr(0, 40) + "' is not a number");
+  }
+  if (j_->is_array() && j_->size() == 1) {
+    return JsonReader((*j_)[0], file_, path_ + "/0").Number();
+  }
+  return Error(std::string("expected a number, found ") + j_->type_name());
+}
+
+StatusOr<int64_t> JsonReader::Integer() const {
+  PACSET_ASSIGN_OR_RETURN(double v, Number());
+  if (!(v >= -9.0e15 && v <= 9.0e15) || v != std::floor(v)) return Error("expected an integer");
+  return static_cast<int64_t>(v);
+}
+
+StatusOr<std::string> JsonReader::String() const {
+  if (!j_->is_string()) return Error(std::string("expected a string, found ") + j_->type_name());
+  return j_->get<std::string>();
+}
+
+StatusOr<std::vector<double>> JsonReader::Numbers() const {
+  std::vector<double> out;
+  if (j_->is_string()) {
+    // XGBoost 3.1 writes vectors as one string: "[5E-1,2E-1]".
+    std::string s = j_->get<std::string>();
+    size_t b = s.find('['), e = s.rfind(']');
+    if (b == std::string::npos || e == std::string::npos) {
+      double v;
+      if (!ParseNumberString(s, &v)) return Error("'" + s.substr(0, 40) + "' is not a number");
+      return std::vector<double>{v};
+    }
+    std::string body = s.substr(b + 1, e - b - 1);
+    size_t pos = 0;
+    while (pos <= body.size()) {
+      size_t c = body.find(',', pos);
+      if (c == std::string::npos) c = body.size();
+      double v;
+      if (!ParseNumberString(body.substr(pos, c - pos), &v))
+        return Error("'" + s.substr(0, 40) + "' is not a list of numbers");
+      out.push_back(v);
+      pos = c + 1;
+    }
+    return out;
+  }
+  if (j_->is_number()) return std::vector<double>{j_->get<double>()};
+  return Doubles();
+}
+
+StatusOr<std::vector<int64_t>> JsonReader::Integers(int64_t expected) const {
+  if (!j_->is_array()) return Error(std::string("expected an array, found ") + j_->type_name());
+  if (expected >= 0 && j_->size() != static_cast<size_t>(expected))
+    return Error("expected " + std::to_string(expected) + " values, found " +
+                 std::to_string(j_->size()));
+  std::vector<int64_t> out;
+  out.reserve(j_->size());
+  for (size_t i = 0; i < j_->size(); ++i) {
+    const auto& e = (*j_)[i];
+    if (e.is_number_integer()) {
+      out.push_back(e.get<int64_t>());
+    } else if (e.is_boolean()) {
+      out.push_back(e.get<bool>() ? 1 : 0);
+    } else if (e.is_number_float() && e.get<double>() == std::floor(e.get<double>()) &&
+               std::fabs(e.get<double>()) < 9.0e15) {
+      out.push_back(static_cast<int64_t>(e.get<double>()));
+    } else {
+      return Error("element " + std::to_string(i) + " is not an integer");
+    }
+  }
+  return out;
+}
+
+StatusOr<std::vector<double>> JsonReader::Doubles(int64_t expected) const {
+  if (!j_->is_array()) return Error(std::string("expected an array, found ") + j_->type_name());
+  if (expected >= 0 && j_->size() != static_cast<size_t>(expected))
+    return Error("expected " + std::to_string(expected) + " values, found " +
+                 std::to_string(j_->size()));
+  std::vector<double> out;
+  out.reserve(j_->size());
+  for (size_t i = 0; i < j_->size(); ++i) {
+    const auto& e = (*j_)[i];
+    if (e.is_number()) {
+      out.push_back(e.get<double>());
+    } else if (e.is_string()) {
+      // Python's json writes NaN/Infinity as bare tokens that nlohmann rejects,
+      // so exporters write them as strings.
+      double v;
+      const std::string& s = e.get_ref<const std::string&>();
+      if (s == "NaN" || s == "nan") {
+        v = std::nan("");
+      } else if (s == "Infinity" || s == "inf") {
+        v = HUGE_VAL;
+      } else if (s == "-Infinity" || s == "-inf") {
+        v = -HUGE_VAL;
+      } else if (!ParseNumberString(s, &v)) {
+        return Error("element " + std::to_string(i) + " is not a number");
+      }
+      out.push_back(v);
+    } else {
+      return Error("element " + std::to_string(i) + " is not a number");
+    }
+  }
+  return out;
+}
+
+}  // namespace pacset

@@ -1,0 +1,51 @@
+// Typed, path-aware access to a parsed JSON document for the importers.
+// Every accessor returns a Status naming the JSON path ("learner/
+// gradient_booster/model/trees/3/split_indices") and what was expected.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "util/status.h"
+
+namespace pacset {
+
+class JsonReader {
+ public:
+  JsonReader(const nlohmann::json& j, std::string file, std::string path = "")
+      : j_(&j), file_(std::move(file)), path_(std::move(path)) {}
+
+  const nlohmann::json& json() const { return *j_; }
+  const std::string& path() const { return path_; }
+  bool Has(const std::string& key) const { return j_->is_object() && j_->contains(key); }
+
+  StatusOr<JsonReader> Member(const std::string& key) const;
+  StatusOr<JsonReader> Element(size_t i) const;
+  StatusOr<size_t> ArraySize() const;
+
+  // Numbers that may also be written as strings ("5E-1", "[5E-1]", "10").
+  StatusOr<double> Number() const;
+  StatusOr<int64_t> Integer() const;
+  StatusOr<std::string> String() const;
+  // Array of numbers; "[1E0,2E0]" strings are accepted too.
+  StatusOr<std::vector<double>> Numbers() const;
+  // Array of integers (booleans read as 0/1), of the expected length when
+  // `expected` >= 0.
+  StatusOr<std::vector<int64_t>> Integers(int64_t expected = -1) const;
+  StatusOr<std::vector<double>> Doubles(int64_t expected = -1) const;
+
+  Status Error(const std::string& what) const;
+
+ private:
+  const nlohmann::json* j_;
+  std::string file_;
+  std::string path_;
+};
+
+// Parses a decimal number written as a JSON string ("5E-1"); false when it is not one.
+bool ParseNumberString(const std::string& s, double* out);
+
+}  // namespace pacset

@@ -1,0 +1,118 @@
+#include "model/output.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace pacset {
+
+OutputRule OutputRule::FromForest(const Forest& f) {
+  OutputRule r;
+  r.num_outputs = f.num_outputs;
+  r.postprocess = f.postprocess;
+  r.sigmoid_alpha = f.sigmoid_alpha;
+  r.aggregation = f.aggregation;
+  r.accumulate_precision = f.accumulate_precision;
+  r.base_score = f.base_score;
+  r.trees_per_output.assign(f.num_outputs, 0.0);
+  for (size_t t = 0; t < f.num_trees(); ++t) {
+    if (f.leaf_width > 1) {
+      for (auto& c : r.trees_per_output) c += 1;
+    } else {
+      r.trees_per_output[f.tree_group[t]] += 1;
+    }
+  }
+  for (auto& c : r.trees_per_output) c = std::max(c, 1.0);
+  return r;
+}
+
+namespace {
+
+template <typename T>
+size_t ArgMax(const T* v, uint32_t n) {
+  size_t best = 0;
+  for (uint32_t k = 1; k < n; ++k)
+    if (v[k] > v[best]) best = k;
+  return best;
+}
+
+void TransformFloat32(const OutputRule& r, const double* margin, double* out) {
+  const uint32_t n = r.num_outputs;
+  switch (r.postprocess) {
+    case Postprocess::kIdentity:
+      for (uint32_t k = 0; k < n; ++k) out[k] = margin[k];
+      return;
+    case Postprocess::kSigmoid:
+      // xgboost 1.7 common::Sigmoid
+      for (uint32_t k = 0; k < n; ++k) {
+        const float x = static_cast<float>(margin[k]) * static_cast<float>(r.sigmoid_alpha);
+        out[k] = 1.0f / (1.0f + expf(-x));
+      }
+      return;
+    case Postprocess::kExponential:
+      for (uint32_t k = 0; k < n; ++k) out[k] = expf(static_cast<float>(margin[k]));
+      return;
+    case Postprocess::kSoftmax: {
+      // xgboost 1.7 common::Softmax: float max, float exps, double sum.
+      float wmax = static_cast<float>(margin[0]);
+      for (uint32_t k = 1; k < n; ++k) wmax = std::max(static_cast<float>(margin[k]), wmax);
+      double wsum = 0.0;
+      for (uint32_t k = 0; k < n; ++k) {
+        const float e = expf(static_cast<float>(margin[k]) - wmax);
+        out[k] = e;
+        wsum += e;
+      }
+      for (uint32_t k = 0; k < n; ++k)
+        out[k] = static_cast<float>(out[k]) / static_cast<float>(wsum);
+      return;
+    }
+    case Postprocess::kClassIndex: {
+      // Compare in float32, like xgboost; the first maximum wins.
+      size_t best = 0;
+      for (uint32_t k = 1; k < n; ++k)
+        if (static_cast<float>(margin[k]) > static_cast<float>(margin[best])) best = k;
+      out[0] = static_cast<double>(best);
+      return;
+    }
+  }
+}
+
+void TransformFloat64(const OutputRule& r, const double* margin, double* out) {
+  const uint32_t n = r.num_outputs;
+  switch (r.postprocess) {
+    case Postprocess::kIdentity:
+      for (uint32_t k = 0; k < n; ++k) out[k] = margin[k];
+      return;
+    case Postprocess::kSigmoid:
+      for (uint32_t k = 0; k < n; ++k) out[k] = 1.0 / (1.0 + std::exp(-r.sigmoid_alpha * margin[k]));
+      return;
+    case Postprocess::kExponential:
+      for (uint32_t k = 0; k < n; ++k) out[k] = std::exp(margin[k]);
+      return;
+    case Postprocess::kSoftmax: {
+      double wmax = margin[0];
+      for (uint32_t k = 1; k < n; ++k) wmax = std::max(margin[k], wmax);
+      double wsum = 0.0;
+      for (uint32_t k = 0; k < n; ++k) {
+        out[k] = std::exp(margin[k] - wmax);
+        wsum += out[k];
+      }
+      for (uint32_t k = 0; k < n; ++k) out[k] /= wsum;
+      return;
+    }
+    case Postprocess::kClassIndex:
+      out[0] = static_cast<double>(ArgMax(margin, n));
+      return;
+  }
+}
+
+}  // namespace
+
+void OutputRule::Transform(const double* margin, double* out) const {
+  if (accumulate_precision == Precision::kFloat32) {
+    TransformFloat32(*this, margin, out);
+  } else {
+    TransformFloat64(*this, margin, out);
+  }
+}
+
+}  // namespace pacset

@@ -1,0 +1,30 @@
+// The one routing rule every prediction path shares (in-memory predictor,
+// packed mmap engine, analytical I/O counting). Keeping it in one inline
+// function is what makes "every path agrees" true by construction.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "model/forest.h"
+
+namespace pacset {
+
+// LightGBM's kZeroThreshold is declared `const double = 1e-35f`.
+inline constexpr double kLightgbmZeroThreshold = static_cast<double>(1e-35f);
+
+// `x` is the input value already rounded to the forest's input precision.
+// Returns true when the row goes to the left child.
+template <typename T>
+inline bool GoesLeft(T x, T threshold, uint8_t flags) {
+  if (std::isnan(x)) {
+    if (!(flags & kNanIsZero)) return flags & kDefaultLeft;
+    x = T(0);
+  }
+  if ((flags & kZeroIsMissing) && x >= T(-kLightgbmZeroThreshold) &&
+      x <= T(kLightgbmZeroThreshold))
+    return flags & kDefaultLeft;
+  return x <= threshold;
+}
+
+}  // namespace pacset

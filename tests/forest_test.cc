@@ -1,0 +1,110 @@
+#include "model/forest.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <fstream>
+#include <limits>
+
+#include "model/predict.h"
+#include "tests/test_forests.h"
+
+namespace pacset {
+namespace {
+
+TEST(Forest, HandBuiltForestValidatesAndPredicts) {
+  Forest f = testing::TwoTreeRegression();
+  ASSERT_TRUE(f.Validate().ok()) << f.Validate().ToString();
+  ForestPredictor p(f);
+  double row[2] = {0.5, 3.0}, out = 0;
+  p.Predict(row, &out);
+  EXPECT_EQ(out, 0.5 + 2 + 20);
+  double missing[2] = {std::nan(""), std::nan("")};
+  p.Predict(missing, &out);  // root defaults left, then x1 NaN defaults right in both trees
+  EXPECT_EQ(out, 0.5 + 2 + 20);
+  EXPECT_EQ(p.LeafIndex(0, row), 4);
+}
+
+TEST(Forest, ValidateRejectsAChildOutsideTheTree) {
+  Forest f = testing::TwoTreeRegression();
+  f.right_child[1] = 9;
+  EXPECT_NE(f.Validate().message().find("tree 0 node 1 has child 9"), std::string::npos);
+}
+
+TEST(Forest, ValidateRejectsANodeWithTwoParents) {
+  Forest f = testing::TwoTreeRegression();
+  f.left_child[1] = 2;  // node 2 is already the root's right child
+  EXPECT_NE(f.Validate().message().find("two parents"), std::string::npos);
+}
+
+TEST(Forest, ValidateRejectsACycleThroughTheRoot) {
+  Forest f = testing::TwoTreeRegression();
+  f.left_child[1] = 0;
+  EXPECT_FALSE(f.Validate().ok());
+}
+
+TEST(Forest, ValidateRejectsUnknownFeaturesAndNonFloat32Thresholds) {
+  Forest f = testing::TwoTreeRegression();
+  f.split_feature[0] = 2;
+  EXPECT_NE(f.Validate().message().find("feature 2"), std::string::npos);
+  f = testing::TwoTreeRegression();
+  f.threshold[0] = 0.1;  // not a float32 value, but the forest compares in float32
+  EXPECT_NE(f.Validate().message().find("float32"), std::string::npos);
+}
+
+TEST(Forest, SaveAndLoadRoundTripsEveryField) {
+  Forest f = testing::TwoTreeRegression();
+  f.source.format = "test";
+  const std::string path = ::testing::TempDir() + "/forest_roundtrip.forest";
+  ASSERT_TRUE(SaveForest(f, path).ok());
+  auto g = LoadForest(path);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ(g->left_child, f.left_child);
+  EXPECT_EQ(g->threshold, f.threshold);
+  EXPECT_EQ(g->leaf_value, f.leaf_value);
+  EXPECT_EQ(g->cardinality, f.cardinality);
+  EXPECT_EQ(g->base_score, f.base_score);
+  EXPECT_EQ(g->source.format, "test");
+  EXPECT_EQ(g->accumulate_precision, Precision::kFloat32);
+  unlink(path.c_str());
+}
+
+TEST(Forest, LoadingATruncatedFileIsACorruptionError) {
+  Forest f = testing::TwoTreeRegression();
+  const std::string path = ::testing::TempDir() + "/forest_truncated.forest";
+  ASSERT_TRUE(SaveForest(f, path).ok());
+  ASSERT_EQ(truncate(path.c_str(), 40), 0);
+  auto g = LoadForest(path);
+  ASSERT_FALSE(g.ok());
+  EXPECT_TRUE(g.status().IsCorruption()) << g.status().ToString();
+  unlink(path.c_str());
+}
+
+TEST(Float32AtOrBelow, IsTheLargestFloatNotAboveTheValue) {
+  EXPECT_EQ(Float32AtOrBelow(0.5), 0.5f);
+  const float f = Float32AtOrBelow(0.1);
+  EXPECT_LE(static_cast<double>(f), 0.1);
+  EXPECT_GT(static_cast<double>(std::nextafter(f, 1.0f)), 0.1);
+  EXPECT_EQ(Float32AtOrBelow(1e300), std::numeric_limits<float>::max());
+  EXPECT_EQ(Float32AtOrBelow(-1e300), -std::numeric_limits<float>::infinity());
+}
+
+TEST(CalibrateCardinality, CountsRowsReachingEachNode) {
+  Forest f = testing::TwoTreeRegression();
+  RowMatrix rows;
+  rows.num_cols = 2;
+  rows.values = {0, 0, 1, 5, 0, 9};
+  rows.num_rows = 3;
+  CalibrateCardinality(f, rows);
+  EXPECT_EQ(f.cardinality_source, CardinalitySource::kCalibrated);
+  EXPECT_EQ(f.cardinality[0], 3);  // root
+  EXPECT_EQ(f.cardinality[1], 2);  // x0 <= 0.5
+  EXPECT_EQ(f.cardinality[2], 1);
+  EXPECT_EQ(f.cardinality[3], 1);
+  EXPECT_EQ(f.cardinality[4], 1);
+  EXPECT_EQ(f.cardinality[5 + 2], 3);  // tree 1: all go right
+}
+
+}  // namespace
+}  // namespace pacset

@@ -1,0 +1,198 @@
+#include "util/csv.h"
+
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <limits>
+#include <sstream>
+
+namespace pacset {
+namespace {
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
+  return s;
+}
+
+// Parses one field. Empty, "nan", "NaN", "NA" are missing (NaN).
+bool ParseField(std::string_view f, double* out) {
+  f = Trim(f);
+  if (f.empty() || f == "NA" || f == "na") {
+    *out = std::numeric_limits<double>::quiet_NaN();
+    return true;
+  }
+  const char* first = f.data();
+  const char* last = f.data() + f.size();
+  if (*first == '+') ++first;  // from_chars rejects a leading '+'
+  if (first == last) return false;
+  auto [ptr, ec] = std::from_chars(first, last, *out);
+  if (ec == std::errc::result_out_of_range) {
+    // Overflow to +-inf and underflow to 0, as strtod (and numpy) do.
+    std::string tmp(first, last);
+    errno = 0;
+    char* end = nullptr;
+    *out = std::strtod(tmp.c_str(), &end);
+    return end == tmp.c_str() + tmp.size();
+  }
+  if (ec != std::errc() || ptr != last) return false;
+  if (std::isnan(*out)) *out = std::numeric_limits<double>::quiet_NaN();  // drop payload and sign
+  return true;
+}
+
+std::string Quote(std::string_view s) {
+  if (s.size() > 40) return "'" + std::string(s.substr(0, 40)) + "...'";
+  return "'" + std::string(s) + "'";
+}
+
+}  // namespace
+
+StatusOr<RowMatrix> ParseCsvRows(std::string_view text, size_t expected_cols,
+                                 const std::string& source_name) {
+  RowMatrix m;
+  m.num_cols = expected_cols;
+  size_t line_no = 0;
+  size_t pos = 0;
+  bool first_content_line = true;
+  std::vector<double> fields;
+  while (pos < text.size()) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view line = text.substr(pos, end - pos);
+    pos = end + 1;
+    ++line_no;
+    if (Trim(line).empty()) continue;  // blank lines are skipped
+    fields.clear();
+    size_t numeric = 0, non_numeric = 0, col = 0;
+    std::string_view bad_field;
+    size_t bad_col = 0;
+    size_t start = 0;
+    while (true) {
+      size_t comma = line.find(',', start);
+      std::string_view f = line.substr(start, comma == std::string_view::npos ? line.size() - start
+                                                                              : comma - start);
+      ++col;
+      double v;
+      if (ParseField(f, &v)) {
+        ++numeric;
+        fields.push_back(v);
+      } else {
+        if (non_numeric == 0) {
+          bad_field = Trim(f);
+          bad_col = col;
+        }
+        ++non_numeric;
+      }
+      if (comma == std::string_view::npos) break;
+      start = comma + 1;
+    }
+    const std::string where = source_name + " line " + std::to_string(line_no);
+    if (first_content_line) {
+      first_content_line = false;
+      if (numeric == 0 || (non_numeric == col)) {
+        // A header line: remember its width for the check below.
+        if (m.num_cols != 0 && col != m.num_cols)
+          return Status::InvalidArgument(where + ": header has " + std::to_string(col) +
+                                         " columns, the model expects " +
+                                         std::to_string(m.num_cols));
+        continue;
+      }
+    }
+    if (non_numeric > 0)
+      return Status::InvalidArgument(where + " column " + std::to_string(bad_col) + ": " +
+                                     Quote(bad_field) + " is not a number");
+    if (m.num_cols == 0) m.num_cols = col;
+    if (col != m.num_cols)
+      return Status::InvalidArgument(where + ": expected " + std::to_string(m.num_cols) +
+                                     " columns, found " + std::to_string(col));
+    m.values.insert(m.values.end(), fields.begin(), fields.end());
+    ++m.num_rows;
+  }
+  return m;
+}
+
+StatusOr<RowMatrix> ReadCsvRows(const std::string& path, size_t expected_cols) {
+  std::string text;
+  if (path == "-") {
+    text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+  } else {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return Status::FromErrno("cannot open " + path, errno);
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    if (in.bad()) return Status::IOError("cannot read " + path);
+    text = std::move(ss).str();
+  }
+  return ParseCsvRows(text, expected_cols, path == "-" ? "<stdin>" : path);
+}
+
+void AppendNumber(std::string& out, double v, bool as_float32) {
+  char buf[64];
+  std::to_chars_result r;
+  if (as_float32) {
+    r = std::to_chars(buf, buf + sizeof(buf), static_cast<float>(v));
+  } else {
+    r = std::to_chars(buf, buf + sizeof(buf), v);
+  }
+  out.append(buf, r.ptr);
+}
+
+CsvWriter::~CsvWriter() { (void)Close(); }
+
+Status CsvWriter::Open(const std::string& path) {
+  path_ = path;
+  if (path == "-") {
+    file_ = stdout;
+    owned_ = false;
+  } else {
+    file_ = std::fopen(path.c_str(), "w");
+    if (!file_) return Status::FromErrno("cannot create " + path, errno);
+    owned_ = true;
+  }
+  return Status::Ok();
+}
+
+void CsvWriter::MaybeFlush() {
+  if (buf_.size() < (1u << 16)) return;
+  if (std::fwrite(buf_.data(), 1, buf_.size(), file_) != buf_.size()) failed_ = true;
+  buf_.clear();
+}
+
+void CsvWriter::WriteRow(const double* values, size_t n, bool as_float32) {
+  for (size_t k = 0; k < n; ++k) {
+    if (k) buf_.push_back(',');
+    AppendNumber(buf_, values[k], as_float32);
+  }
+  buf_.push_back('\n');
+  MaybeFlush();
+}
+
+void CsvWriter::WriteRow(const int32_t* values, size_t n) {
+  char tmp[16];
+  for (size_t k = 0; k < n; ++k) {
+    if (k) buf_.push_back(',');
+    auto r = std::to_chars(tmp, tmp + sizeof(tmp), values[k]);
+    buf_.append(tmp, r.ptr);
+  }
+  buf_.push_back('\n');
+  MaybeFlush();
+}
+
+Status CsvWriter::Close() {
+  if (!file_) return Status::Ok();
+  if (!buf_.empty() && std::fwrite(buf_.data(), 1, buf_.size(), file_) != buf_.size())
+    failed_ = true;
+  buf_.clear();
+  if (std::fflush(file_) != 0) failed_ = true;
+  if (owned_ && std::fclose(file_) != 0) failed_ = true;
+  file_ = nullptr;
+  if (failed_) return Status::IOError("cannot write " + path_ + ": " + std::strerror(errno));
+  return Status::Ok();
+}
+
+}  // namespace pacset

@@ -1,0 +1,65 @@
+// CSV rows in, CSV predictions out.
+//
+// Input: one row per line, comma separated, optional header line (a first
+// line none of whose fields is a number). An empty field, "nan" or "NaN" is a
+// missing value; "inf", "-inf" are accepted. Every row must have exactly the
+// expected number of columns. Errors name the file, line and column.
+//
+// Output: numbers in the shortest form that reads back to the same bits
+// (std::to_chars), float32 values printed as float32.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "util/status.h"
+
+namespace pacset {
+
+// A dense row-major matrix of inputs; NaN marks a missing value.
+struct RowMatrix {
+  size_t num_rows = 0;
+  size_t num_cols = 0;
+  std::vector<double> values;  // num_rows * num_cols
+  const double* row(size_t i) const { return values.data() + i * num_cols; }
+};
+
+// Parses CSV text. `expected_cols` == 0 accepts the first data row's width.
+// `source_name` is used in error messages.
+StatusOr<RowMatrix> ParseCsvRows(std::string_view text, size_t expected_cols,
+                                 const std::string& source_name);
+
+// Reads a CSV file ("-" = standard input).
+StatusOr<RowMatrix> ReadCsvRows(const std::string& path, size_t expected_cols);
+
+// Appends the shortest round-trip decimal form of `v` (as float32 when
+// `as_float32`), e.g. "0.5", "1e-07", "nan", "inf".
+void AppendNumber(std::string& out, double v, bool as_float32);
+
+// Buffered CSV writer to a file or standard output ("-").
+class CsvWriter {
+ public:
+  CsvWriter() = default;
+  ~CsvWriter();
+  CsvWriter(const CsvWriter&) = delete;
+  CsvWriter& operator=(const CsvWriter&) = delete;
+
+  Status Open(const std::string& path);
+  void WriteRow(const double* values, size_t n, bool as_float32);
+  void WriteRow(const int32_t* values, size_t n);
+  // Flushes and closes; reports write errors (e.g. disk full).
+  Status Close();
+
+ private:
+  void MaybeFlush();
+  std::FILE* file_ = nullptr;
+  bool owned_ = false;
+  std::string path_;
+  std::string buf_;
+  bool failed_ = false;
+};
+
+}  // namespace pacset
