@@ -32,8 +32,8 @@ StatusOr<ObjectiveInfo> LookupObjective(const std::string& name, uint32_t num_cl
     return ObjectiveInfo{Task::kBinaryClassification, Postprocess::kSigmoid, L::kLogit};
   if (name == "reg:logistic")
     return ObjectiveInfo{Task::kRegression, Postprocess::kSigmoid, L::kLogit};
-  if (name == "binary:logitraw")
-    return ObjectiveInfo{Task::kBinaryClassification, Postprocess::kIdentity, L::kLogit};
+  if (name == "binary:logitraw")  // margins out; base_score is used as a margin (measured, 1.7.4)
+    return ObjectiveInfo{Task::kBinaryClassification, Postprocess::kIdentity, L::kIdentity};
   if (name == "count:poisson" || name == "reg:gamma" || name == "reg:tweedie")
     return ObjectiveInfo{Task::kRegression, Postprocess::kExponential, L::kLog};
   if (name == "multi:softprob" || name == "multi:softmax") {

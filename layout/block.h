@@ -1,0 +1,42 @@
+// Self-verifying blocks: the unit of I/O in a .pac file, in every store and
+// in the filesystem's cache.
+//
+// A .pac file is a sequence of blocks of `block_size` bytes (a power of two,
+// 4 KiB .. 1 MiB). Every block ends with a 16-byte trailer:
+//
+//   offset block_size-16: u64 block_index  (little-endian; the block's position in the file)
+//   offset block_size-8:  u64 checksum     (XXH3-64, seed 0, of bytes [0, block_size-8))
+//
+// so a block can be verified on its own wherever it travels, and a block
+// served for the wrong position is caught as well as flipped bits. The
+// payload is the first block_size-16 bytes (docs: layout/FORMAT.md).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "util/status.h"
+
+namespace pacset {
+
+inline constexpr uint32_t kBlockTrailerSize = 16;
+inline constexpr uint32_t kMinBlockSize = 4096;
+inline constexpr uint32_t kMaxBlockSize = 1u << 20;
+
+inline bool IsValidBlockSize(uint64_t bs) {
+  return bs >= kMinBlockSize && bs <= kMaxBlockSize && (bs & (bs - 1)) == 0;
+}
+
+// XXH3-64 with seed 0.
+uint64_t Checksum64(const void* data, size_t n);
+
+// Writes the trailer of `block` (block_size bytes; payload already filled).
+void SealBlock(char* block, uint32_t block_size, uint64_t block_index);
+
+// OK when the trailer matches; otherwise kCorruption naming `what` (e.g.
+// "forest 'x' generation 3") and the block, never the bytes.
+Status VerifyBlock(const char* block, uint32_t block_size, uint64_t expected_index,
+                   const std::string& what);
+
+}  // namespace pacset
