@@ -26,6 +26,7 @@ const char* PostprocessName(Postprocess p) {
     case Postprocess::kSoftmax: return "softmax";
     case Postprocess::kClassIndex: return "class-index";
     case Postprocess::kExponential: return "exponential";
+    case Postprocess::kSigmoidPair: return "sigmoid-pair";
   }
   return "?";
 }
@@ -83,6 +84,8 @@ Status Forest::Validate() const {
     return bad("node arrays have different lengths");
   if (postprocess == Postprocess::kSoftmax && num_outputs < 2)
     return bad("softmax needs at least two outputs");
+  if (postprocess == Postprocess::kSigmoidPair && num_outputs != 1)
+    return bad("sigmoid-pair needs exactly one output");
   std::vector<uint8_t> seen;
   for (size_t t = 0; t < num_trees(); ++t) {
     const std::string where = "tree " + std::to_string(t);

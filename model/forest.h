@@ -39,6 +39,9 @@ enum class Postprocess : uint8_t {
   kSoftmax = 2,     // per-row softmax over the output groups
   kClassIndex = 3,  // index of the largest margin (XGBoost multi:softmax)
   kExponential = 4, // exp(m): poisson, gamma, tweedie
+  // One margin m, two columns [1 - p, p] with p = 1 / (1 + exp(-alpha * m)):
+  // scikit-learn's binary GradientBoostingClassifier.predict_proba.
+  kSigmoidPair = 5,
 };
 
 // How per-tree leaf values are combined.
@@ -90,8 +93,9 @@ struct Forest {
   Task task = Task::kRegression;
   uint32_t num_features = 0;
   // Length of the margin vector: 1 for regression and XGBoost/LightGBM binary
-  // models, K for K-class models (and 2 for sklearn binary classifiers, whose
-  // leaves are probability vectors).
+  // models, K for K-class models (and 2 for sklearn binary forest classifiers,
+  // whose leaves are probability vectors; sklearn binary GradientBoosting has 1
+  // and writes two prediction columns, see kSigmoidPair).
   uint32_t num_outputs = 1;
   uint32_t num_classes = 1;  // 1 for regression
   // Values per leaf: 1 (the leaf adds to its tree's output group) or
@@ -127,6 +131,7 @@ struct Forest {
   bool is_leaf(uint64_t global_node) const { return left_child[global_node] < 0; }
   // Number of columns `pacset predict` writes per row (without --margin).
   uint32_t num_prediction_columns() const {
+    if (postprocess == Postprocess::kSigmoidPair) return 2;
     return postprocess == Postprocess::kClassIndex ? 1 : num_outputs;
   }
 

@@ -48,6 +48,13 @@ void TransformFloat32(const OutputRule& r, const double* margin, double* out) {
         out[k] = 1.0f / (1.0f + expf(-x));
       }
       return;
+    case Postprocess::kSigmoidPair: {
+      const float x = static_cast<float>(margin[0]) * static_cast<float>(r.sigmoid_alpha);
+      const float p = 1.0f / (1.0f + expf(-x));
+      out[0] = 1.0f - p;
+      out[1] = p;
+      return;
+    }
     case Postprocess::kExponential:
       for (uint32_t k = 0; k < n; ++k) out[k] = expf(static_cast<float>(margin[k]));
       return;
@@ -85,6 +92,13 @@ void TransformFloat64(const OutputRule& r, const double* margin, double* out) {
     case Postprocess::kSigmoid:
       for (uint32_t k = 0; k < n; ++k) out[k] = 1.0 / (1.0 + std::exp(-r.sigmoid_alpha * margin[k]));
       return;
+    case Postprocess::kSigmoidPair: {
+      // sklearn: proba[:, 1] = expit(alpha * raw); proba[:, 0] = 1 - proba[:, 1].
+      const double p = 1.0 / (1.0 + std::exp(-r.sigmoid_alpha * margin[0]));
+      out[0] = 1.0 - p;
+      out[1] = p;
+      return;
+    }
     case Postprocess::kExponential:
       for (uint32_t k = 0; k < n; ++k) out[k] = std::exp(margin[k]);
       return;

@@ -23,6 +23,7 @@ struct OutputRule {
   static OutputRule FromForest(const Forest& forest);
 
   uint32_t num_prediction_columns() const {
+    if (postprocess == Postprocess::kSigmoidPair) return 2;
     return postprocess == Postprocess::kClassIndex ? 1 : num_outputs;
   }
 
