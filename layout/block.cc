@@ -19,12 +19,13 @@ Status VerifyBlock(const char* block, uint32_t block_size, uint64_t expected_ind
   uint64_t index, sum;
   std::memcpy(&index, block + block_size - 16, 8);
   std::memcpy(&sum, block + block_size - 8, 8);
+  // Read the bytes before building any message: callers may be inside a
+  // SIGBUS recovery region (layout/internal/sigbus.h).
+  const bool sum_ok = Checksum64(block, block_size - 8) == sum;
+  if (sum_ok && index == expected_index) return Status::Ok();
   const std::string where = what + " block " + std::to_string(expected_index);
-  if (Checksum64(block, block_size - 8) != sum)
-    return Status::Corruption(where + ": checksum mismatch");
-  if (index != expected_index)
-    return Status::Corruption(where + ": holds block " + std::to_string(index) + " instead");
-  return Status::Ok();
+  if (!sum_ok) return Status::Corruption(where + ": checksum mismatch");
+  return Status::Corruption(where + ": holds block " + std::to_string(index) + " instead");
 }
 
 }  // namespace pacset

@@ -1,11 +1,20 @@
 #include "tools/commands.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <set>
 #include <thread>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "layout/engine.h"
+#include "layout/pack.h"
 #include "model/predict.h"
 #include "util/csv.h"
 
@@ -27,6 +36,22 @@ void ParallelRows(size_t n, int threads, Fn fn) {
     pool.emplace_back([=] { fn(b, e); });
   }
   for (auto& t : pool) t.join();
+}
+
+bool IsPacFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  char magic[8] = {};
+  in.read(magic, 8);
+  return in.gcount() == 8 && std::memcmp(magic, kPacMagic, 8) == 0;
+}
+
+std::string HumanBytes(uint64_t b) {
+  char buf[64];
+  if (b >= (1ull << 30)) std::snprintf(buf, sizeof(buf), "%.2f GiB", b / double(1ull << 30));
+  else if (b >= (1ull << 20)) std::snprintf(buf, sizeof(buf), "%.2f MiB", b / double(1ull << 20));
+  else if (b >= 1024) std::snprintf(buf, sizeof(buf), "%.1f KiB", b / 1024.0);
+  else std::snprintf(buf, sizeof(buf), "%llu B", static_cast<unsigned long long>(b));
+  return buf;
 }
 
 Status PredictWithForest(const Forest& forest, const PredictOptions& opts) {
@@ -61,14 +86,155 @@ Status PredictWithForest(const Forest& forest, const PredictOptions& opts) {
   return out.Close();
 }
 
+Status PredictWithPac(const PredictOptions& opts) {
+  PACSET_ASSIGN_OR_RETURN(auto engine, PacEngine::Open(opts.model));
+  PACSET_ASSIGN_OR_RETURN(RowMatrix rows, ReadCsvRows(opts.input, engine->num_features()));
+  CsvWriter out;
+  PACSET_RETURN_IF_ERROR(out.Open(opts.output));
+  if (opts.leaf) {
+    std::vector<int32_t> leaves;
+    PACSET_RETURN_IF_ERROR(engine->PredictLeaves(rows, opts.threads, &leaves));
+    const size_t T = engine->num_trees();
+    for (size_t r = 0; r < rows.num_rows; ++r) out.WriteRow(leaves.data() + r * T, T);
+    return out.Close();
+  }
+  std::vector<double> result;
+  PACSET_RETURN_IF_ERROR(engine->PredictAll(rows, opts.margin, opts.threads, &result));
+  const size_t cols = engine->num_columns(opts.margin);
+  for (size_t r = 0; r < rows.num_rows; ++r)
+    out.WriteRow(result.data() + r * cols, cols, engine->float32_outputs());
+  return out.Close();
+}
+
+StatusOr<PackOptions> ToPackOptions(const PackCliOptions& c) {
+  PackOptions o;
+  PACSET_ASSIGN_OR_RETURN(o.layout, ParseLayoutKind(c.layout));
+  PACSET_ASSIGN_OR_RETURN(o.block_size, ParseBlockSize(c.block_size));
+  o.bin_depth = c.bin_depth;
+  o.trees_per_bin = c.trees_per_bin;
+  o.leaf_ids = !c.no_leaf_ids;
+  PACSET_RETURN_IF_ERROR(ValidatePackOptions(o));
+  return o;
+}
+
+StatusOr<Forest> LoadForPacking(const std::string& model, ModelFormat format,
+                                const std::string& calibrate) {
+  if (IsPacFile(model))
+    return Status::InvalidArgument(model + " is already a packed .pac file; pack the model it "
+                                           "came from instead");
+  PACSET_ASSIGN_OR_RETURN(Forest forest, ImportModel(model, format));
+  if (!calibrate.empty()) {
+    PACSET_ASSIGN_OR_RETURN(RowMatrix rows, ReadCsvRows(calibrate, forest.num_features));
+    if (rows.num_rows == 0) return Status::InvalidArgument(calibrate + ": no rows to calibrate with");
+    CalibrateCardinality(forest, rows);
+  }
+  return forest;
+}
+
+Status InfoForPac(const std::string& path, bool json) {
+  PACSET_ASSIGN_OR_RETURN(auto file, PacFile::Open(path));
+  const PacHeader& h = file->header();
+  nlohmann::json source = nlohmann::json::parse(file->SourceInfoJson(), nullptr, false);
+  auto src = [&](const char* key) -> std::string {
+    if (source.is_object() && source.contains(key) && source[key].is_string())
+      return source[key].get<std::string>();
+    return "";
+  };
+  const uint64_t leaf_id_blocks = h.block_count - h.node_first_block - h.node_block_count;
+  if (json) {
+    nlohmann::json j = {
+        {"path", path},
+        {"format_version", h.version},
+        {"size_bytes", file->size()},
+        {"block_size", h.block_size},
+        {"block_count", h.block_count},
+        {"metadata_blocks", h.node_first_block},
+        {"bin_blocks", h.bin_block_count},
+        {"node_blocks", h.node_block_count},
+        {"leaf_id_blocks", leaf_id_blocks},
+        {"layout", LayoutKindName(static_cast<LayoutKind>(h.layout))},
+        {"bin_depth", h.bin_depth},
+        {"trees_per_bin", h.trees_per_bin},
+        {"node_format", NodeFormatName(static_cast<NodeFormat>(h.node_format))},
+        {"task", TaskName(static_cast<Task>(h.task))},
+        {"num_trees", h.num_trees},
+        {"num_nodes", h.num_nodes},
+        {"num_leaf_records", h.num_leaf_records},
+        {"num_features", h.num_features},
+        {"num_outputs", h.num_outputs},
+        {"num_classes", h.num_classes},
+        {"postprocess", PostprocessName(static_cast<Postprocess>(h.postprocess))},
+        {"aggregation", AggregationName(static_cast<Aggregation>(h.aggregation))},
+        {"max_depth", h.max_depth},
+        {"header_checksum", h.checksum},
+        {"source", source.is_object() ? source : nlohmann::json::object()},
+    };
+    std::printf("%s\n", j.dump(2).c_str());
+    return Status::Ok();
+  }
+  std::printf("file:          %s (%s)\n", path.c_str(), HumanBytes(file->size()).c_str());
+  std::printf("format:        .pac version %u, header checksum %016llx\n", h.version,
+              static_cast<unsigned long long>(h.checksum));
+  std::printf("model:         %s (%s%s%s), objective %s\n", src("source_file").c_str(),
+              src("source_format").c_str(), src("library_version").empty() ? "" : ", ",
+              src("library_version").c_str(), src("objective").c_str());
+  std::printf("task:          %s, %u features, %u classes, %u outputs\n",
+              TaskName(static_cast<Task>(h.task)), h.num_features, h.num_classes, h.num_outputs);
+  std::printf("trees:         %llu (max depth %u), %s of leaves, %s\n",
+              static_cast<unsigned long long>(h.num_trees), h.max_depth,
+              AggregationName(static_cast<Aggregation>(h.aggregation)),
+              PostprocessName(static_cast<Postprocess>(h.postprocess)));
+  std::printf("nodes:         %llu internal, %llu leaf records (other leaves inlined)\n",
+              static_cast<unsigned long long>(h.num_nodes),
+              static_cast<unsigned long long>(h.num_leaf_records));
+  std::printf("node format:   %s (%u bytes per node)\n",
+              NodeFormatName(static_cast<NodeFormat>(h.node_format)), h.node_format == 0 ? 16 : 32);
+  std::printf("layout:        %s", LayoutKindName(static_cast<LayoutKind>(h.layout)));
+  if (h.bin_depth) std::printf(", bin depth %u, up to %u trees per bin", h.bin_depth, h.trees_per_bin);
+  std::printf(", cardinality from %s\n", src("cardinality").c_str());
+  std::printf("blocks:        %llu x %s = %llu metadata + %llu bins + %llu residual + %llu leaf ids\n",
+              static_cast<unsigned long long>(h.block_count), HumanBytes(h.block_size).c_str(),
+              static_cast<unsigned long long>(h.node_first_block),
+              static_cast<unsigned long long>(h.bin_block_count),
+              static_cast<unsigned long long>(h.node_block_count - h.bin_block_count),
+              static_cast<unsigned long long>(leaf_id_blocks));
+  return Status::Ok();
+}
+
 }  // namespace
 
+StatusOr<uint32_t> ParseBlockSize(const std::string& text) {
+  std::string t = text;
+  uint64_t mult = 1;
+  auto strip = [&](const std::string& suffix, uint64_t m) {
+    if (t.size() > suffix.size() &&
+        strcasecmp(t.c_str() + t.size() - suffix.size(), suffix.c_str()) == 0) {
+      t.resize(t.size() - suffix.size());
+      mult = m;
+      return true;
+    }
+    return false;
+  };
+  strip("KiB", 1024) || strip("MiB", 1 << 20) || strip("K", 1024) || strip("M", 1 << 20);
+  char* end = nullptr;
+  const unsigned long long v = std::strtoull(t.c_str(), &end, 10);
+  if (t.empty() || *end != '\0' || v == 0 || v > (1ull << 30))
+    return Status::InvalidArgument("block size '" + text + "' is not a size like 4096, 4K or 64KiB");
+  const uint64_t bytes = v * mult;
+  if (!IsValidBlockSize(bytes))
+    return Status::InvalidArgument("block size " + text +
+                                   " must be a power of two from 4KiB to 1MiB");
+  return static_cast<uint32_t>(bytes);
+}
+
 Status RunPredict(const PredictOptions& opts) {
+  if (IsPacFile(opts.model)) return PredictWithPac(opts);
   PACSET_ASSIGN_OR_RETURN(Forest forest, ImportModel(opts.model, opts.format));
   return PredictWithForest(forest, opts);
 }
 
 Status RunInfo(const InfoOptions& opts) {
+  if (IsPacFile(opts.path)) return InfoForPac(opts.path, opts.json);
   PACSET_ASSIGN_OR_RETURN(Forest f, ImportModel(opts.path, opts.format));
   size_t leaves = 0, max_depth = 0;
   for (size_t t = 0; t < f.num_trees(); ++t) {
@@ -86,6 +252,23 @@ Status RunInfo(const InfoOptions& opts) {
       stack.push_back({f.right_child[base + n], d + 1});
     }
   }
+  if (opts.json) {
+    nlohmann::json j = {{"path", opts.path},
+                        {"format", f.source.format},
+                        {"library_version", f.source.library_version},
+                        {"objective", f.source.objective},
+                        {"task", TaskName(f.task)},
+                        {"num_features", f.num_features},
+                        {"num_classes", f.num_classes},
+                        {"num_outputs", f.num_outputs},
+                        {"num_trees", f.num_trees()},
+                        {"num_nodes", f.num_nodes()},
+                        {"num_leaves", leaves},
+                        {"max_depth", max_depth},
+                        {"cardinality", CardinalitySourceName(f.cardinality_source)}};
+    std::printf("%s\n", j.dump(2).c_str());
+    return Status::Ok();
+  }
   std::printf("model:        %s\n", f.source.file_name.c_str());
   std::printf("format:       %s%s%s\n", f.source.format.c_str(),
               f.source.library_version.empty() ? "" : " ", f.source.library_version.c_str());
@@ -102,6 +285,118 @@ Status RunInfo(const InfoOptions& opts) {
               f.input_precision == Precision::kFloat32 ? "float32" : "float64",
               f.accumulate_precision == Precision::kFloat32 ? "float32" : "float64");
   std::printf("cardinality:  %s\n", CardinalitySourceName(f.cardinality_source));
+  return Status::Ok();
+}
+
+Status RunPack(const PackCommandOptions& opts) {
+  PACSET_ASSIGN_OR_RETURN(PackOptions po, ToPackOptions(opts.pack));
+  po.progress = true;
+  auto t0 = std::chrono::steady_clock::now();
+  PACSET_ASSIGN_OR_RETURN(Forest forest, LoadForPacking(opts.model, opts.format, opts.pack.calibrate));
+  const double import_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  PackReport r;
+  PACSET_RETURN_IF_ERROR(PackForestToFile(forest, po, opts.output, &r));
+  std::printf("packed %zu trees (%llu nodes, %llu leaf records, %llu leaves inlined) into %s\n",
+              forest.num_trees(), static_cast<unsigned long long>(r.num_nodes),
+              static_cast<unsigned long long>(r.num_leaf_records),
+              static_cast<unsigned long long>(r.inlined_leaves), opts.output.c_str());
+  std::printf("  layout %s, %llu blocks of %s (%s): %llu metadata, %llu bins (%llu bins, up to %u "
+              "trees each), %llu residual, %llu leaf ids\n",
+              LayoutKindName(po.layout), static_cast<unsigned long long>(r.block_count),
+              HumanBytes(po.block_size).c_str(), HumanBytes(r.file_bytes).c_str(),
+              static_cast<unsigned long long>(r.metadata_blocks),
+              static_cast<unsigned long long>(r.bin_blocks),
+              static_cast<unsigned long long>(r.num_bins), r.trees_per_bin,
+              static_cast<unsigned long long>(r.node_blocks - r.bin_blocks),
+              static_cast<unsigned long long>(r.leaf_id_blocks));
+  std::printf("  nodes %s%s%s; import %.2f s, layout %.2f s, write %.2f s\n",
+              NodeFormatName(r.node_format), r.node_format_reason.empty() ? "" : ": ",
+              r.node_format_reason.c_str(), import_s, r.layout_seconds, r.encode_seconds);
+  return Status::Ok();
+}
+
+Status RunLayoutReport(const LayoutReportOptions& opts) {
+  PACSET_ASSIGN_OR_RETURN(Forest forest, LoadForPacking(opts.model, opts.format, opts.calibrate));
+  PACSET_ASSIGN_OR_RETURN(RowMatrix rows, ReadCsvRows(opts.input, forest.num_features));
+  if (rows.num_rows == 0) return Status::InvalidArgument(opts.input + ": no rows");
+  std::vector<uint32_t> sizes;
+  for (const auto& b : opts.block_sizes) {
+    PACSET_ASSIGN_OR_RETURN(uint32_t bs, ParseBlockSize(b));
+    sizes.push_back(bs);
+  }
+  if (sizes.empty()) sizes = {4096, 65536};
+  std::vector<LayoutKind> layouts;
+  if (opts.layouts.empty()) {
+    layouts = AllLayoutKinds();
+  } else {
+    size_t pos = 0;
+    while (pos <= opts.layouts.size()) {
+      size_t c = opts.layouts.find(',', pos);
+      if (c == std::string::npos) c = opts.layouts.size();
+      PACSET_ASSIGN_OR_RETURN(LayoutKind k, ParseLayoutKind(opts.layouts.substr(pos, c - pos)));
+      layouts.push_back(k);
+      pos = c + 1;
+    }
+  }
+  nlohmann::json report = nlohmann::json::object();
+  if (!opts.json)
+    std::printf("%-8s %-11s %9s %7s %7s %7s %12s %12s %6s\n", "block", "layout", "mean", "median",
+                "p95", "max", "batch-unique", "model-blocks", "open");
+  for (uint32_t bs : sizes) {
+    nlohmann::json per_size = nlohmann::json::object();
+    for (LayoutKind k : layouts) {
+      PackOptions po;
+      po.layout = k;
+      po.block_size = bs;
+      po.bin_depth = opts.bin_depth;
+      po.trees_per_bin = opts.trees_per_bin;
+      po.leaf_ids = false;
+      PACSET_RETURN_IF_ERROR(ValidatePackOptions(po));
+      PACSET_ASSIGN_OR_RETURN(std::string bytes, PackForestToBuffer(forest, po));
+      PACSET_ASSIGN_OR_RETURN(auto file, PacFile::FromBuffer(std::move(bytes), LayoutKindName(k)));
+      const PacHeader h = file->header();
+      PACSET_ASSIGN_OR_RETURN(auto engine, PacEngine::FromFile(std::move(file)));
+      std::vector<double> counts(rows.num_rows);
+      std::set<uint64_t> unique;
+      std::vector<uint64_t> touched;
+      for (size_t r = 0; r < rows.num_rows; ++r) {
+        PACSET_RETURN_IF_ERROR(engine->TouchedBlocks(rows.row(r), &touched));
+        counts[r] = static_cast<double>(touched.size());
+        unique.insert(touched.begin(), touched.end());
+      }
+      std::vector<double> sorted = counts;
+      std::sort(sorted.begin(), sorted.end());
+      double sum = 0;
+      for (double c : counts) sum += c;
+      const double mean = sum / counts.size();
+      const double median = sorted.size() % 2
+                                ? sorted[sorted.size() / 2]
+                                : (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]) / 2;
+      const size_t p95_idx = std::min(sorted.size() - 1,
+                                      static_cast<size_t>(std::ceil(0.95 * sorted.size())) - 1);
+      const double p95 = sorted[p95_idx];
+      const double mx = sorted.back();
+      per_size[LayoutKindName(k)] = {
+          {"blocks_per_row", {{"mean", mean}, {"median", median}, {"p95", p95}, {"max", mx}}},
+          {"batch_unique_blocks", unique.size()},
+          {"model_blocks", h.block_count},
+          {"open_blocks", h.node_first_block},
+      };
+      if (!opts.json)
+        std::printf("%-8s %-11s %9.2f %7.1f %7.0f %7.0f %12zu %12llu %6llu\n",
+                    HumanBytes(bs).c_str(), LayoutKindName(k), mean, median, p95, mx,
+                    unique.size(), static_cast<unsigned long long>(h.block_count),
+                    static_cast<unsigned long long>(h.node_first_block));
+    }
+    report[std::to_string(bs)] = per_size;
+  }
+  if (opts.json) {
+    std::printf("%s\n", report.dump(2).c_str());
+  } else {
+    std::printf("(blocks per row count node blocks touched by one row; 'open' is the metadata "
+                "blocks read once when the file is opened)\n");
+  }
   return Status::Ok();
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "model/import.h"
 #include "util/status.h"
@@ -27,5 +28,39 @@ struct InfoOptions {
   bool json = false;
 };
 Status RunInfo(const InfoOptions& opts);
+
+// Options shared by everything that packs a model.
+struct PackCliOptions {
+  std::string layout = "pacset";
+  std::string block_size = "64KiB";
+  uint32_t bin_depth = 2;
+  uint32_t trees_per_bin = 0;
+  std::string calibrate;  // CSV rows whose paths give the cardinalities
+  bool no_leaf_ids = false;
+};
+
+struct PackCommandOptions {
+  std::string model;
+  std::string output;
+  ModelFormat format = ModelFormat::kAuto;
+  PackCliOptions pack;
+};
+Status RunPack(const PackCommandOptions& opts);
+
+struct LayoutReportOptions {
+  std::string model;
+  std::string input;
+  ModelFormat format = ModelFormat::kAuto;
+  std::vector<std::string> block_sizes;  // default: 4KiB and 64KiB
+  std::string layouts;                   // comma separated; default: all
+  uint32_t bin_depth = 2;
+  uint32_t trees_per_bin = 0;
+  std::string calibrate;
+  bool json = false;
+};
+Status RunLayoutReport(const LayoutReportOptions& opts);
+
+// "4096", "4K", "4KiB", "64k", "1M", "1MiB" -> bytes.
+StatusOr<uint32_t> ParseBlockSize(const std::string& text);
 
 }  // namespace pacset

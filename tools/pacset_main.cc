@@ -13,11 +13,28 @@ int Fail(const pacset::Status& s) {
   return 1;
 }
 
+void AddPackOptions(CLI::App* app, pacset::PackCliOptions* o);
+
 CLI::Option* AddFormat(CLI::App* app, std::string* format) {
   return app->add_option("--format", *format,
                          "Model format: auto, xgboost-json, xgboost-ubjson, sklearn-json, "
                          "sklearn-pickle, lightgbm, pacset-forest")
       ->default_val("auto");
+}
+
+void AddPackOptions(CLI::App* app, pacset::PackCliOptions* o) {
+  app->add_option("--layout", o->layout,
+                  "bfs, dfs, wdfs, block-wdfs, bin-bfs, bin-dfs, bin-wdfs or pacset")
+      ->default_val("pacset");
+  app->add_option("--block-size", o->block_size, "Block size: 4KiB .. 1MiB, a power of two")
+      ->default_val("64KiB");
+  app->add_option("--bin-depth", o->bin_depth, "Levels per interleaved bin")->default_val(2);
+  app->add_option("--trees-per-bin", o->trees_per_bin, "Trees per bin (0: as many as fit a block)")
+      ->default_val(0);
+  app->add_option("--calibrate", o->calibrate,
+                  "CSV rows: weigh the layout by how many of them reach each node");
+  app->add_flag("--no-leaf-ids", o->no_leaf_ids,
+                "Leave out the leaf-id section (smaller file; predict --leaf then fails)");
 }
 
 }  // namespace
@@ -43,7 +60,31 @@ int main(int argc, char** argv) {
   std::string info_format;
   auto* i = app.add_subcommand("info", "Describe a model or .pac file");
   i->add_option("PATH", info.path, "Model or .pac file")->required();
+  i->add_flag("--json", info.json, "Print one JSON object");
   AddFormat(i, &info_format);
+
+  pacset::PackCommandOptions pack;
+  std::string pack_format;
+  auto* k = app.add_subcommand("pack", "Pack a model into a .pac file");
+  k->add_option("MODEL", pack.model, "Model file")->required();
+  k->add_option("-o,--output", pack.output, "The .pac file to write")->required();
+  AddPackOptions(k, &pack.pack);
+  AddFormat(k, &pack_format);
+
+  pacset::LayoutReportOptions report;
+  std::string report_format;
+  auto* r = app.add_subcommand(
+      "layout-report", "Count the blocks each layout makes rows touch (analytical I/O)");
+  r->add_option("MODEL", report.model, "Model file")->required();
+  r->add_option("-i,--input", report.input, "CSV rows")->required();
+  r->add_option("--block-size", report.block_sizes,
+                "Block sizes to compare (repeatable; default 4KiB and 64KiB)");
+  r->add_option("--layouts", report.layouts, "Comma-separated layouts (default: all)");
+  r->add_option("--bin-depth", report.bin_depth, "Levels per interleaved bin")->default_val(2);
+  r->add_option("--trees-per-bin", report.trees_per_bin, "Trees per bin (0: as many as fit)");
+  r->add_option("--calibrate", report.calibrate, "CSV rows to count node cardinalities with");
+  r->add_flag("--json", report.json, "Print one JSON object");
+  AddFormat(r, &report_format);
 
   try {
     app.parse(argc, argv);
@@ -63,6 +104,16 @@ int main(int argc, char** argv) {
     if (!f.ok()) return Fail(f.status());
     info.format = *f;
     s = pacset::RunInfo(info);
+  } else if (*k) {
+    auto f = pacset::ParseModelFormat(pack_format);
+    if (!f.ok()) return Fail(f.status());
+    pack.format = *f;
+    s = pacset::RunPack(pack);
+  } else if (*r) {
+    auto f = pacset::ParseModelFormat(report_format);
+    if (!f.ok()) return Fail(f.status());
+    report.format = *f;
+    s = pacset::RunLayoutReport(report);
   }
   return s.ok() ? 0 : Fail(s);
 }

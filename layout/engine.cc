@@ -1,0 +1,305 @@
+#include "layout/engine.h"
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+
+#include "layout/internal/sigbus.h"
+#include "model/routing.h"
+
+namespace pacset {
+namespace {
+
+struct CompactView {
+  using Node = CompactNode;
+  static uint32_t Feature(const Node& n) { return n.feature_flags & 0xFFFFFFu; }
+  static uint8_t Flags(const Node& n) { return static_cast<uint8_t>(n.feature_flags >> 24); }
+};
+struct WideView {
+  using Node = WideNode;
+  static uint32_t Feature(const Node& n) { return n.feature; }
+  static uint8_t Flags(const Node& n) { return n.flags; }
+};
+template <typename NodeT>
+struct ViewOf;
+template <>
+struct ViewOf<CompactNode> : CompactView {};
+template <>
+struct ViewOf<WideNode> : WideView {};
+
+template <typename Fn>
+Status ParallelChunks(size_t n, int threads, Fn fn) {
+  threads = std::max(1, std::min<int>(threads, static_cast<int>(std::max<size_t>(1, n / 64))));
+  if (threads == 1) return fn(size_t{0}, n);
+  std::vector<Status> results(threads);
+  std::vector<std::thread> pool;
+  const size_t chunk = (n + threads - 1) / threads;
+  for (int i = 0; i < threads; ++i) {
+    const size_t b = std::min(n, i * chunk), e = std::min(n, b + chunk);
+    pool.emplace_back([&, i, b, e] { results[i] = fn(b, e); });
+  }
+  for (auto& t : pool) t.join();
+  for (auto& s : results) PACSET_RETURN_IF_ERROR(s);
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<PacEngine>> PacEngine::Open(const std::string& path,
+                                                     const EngineOptions& options) {
+  PACSET_ASSIGN_OR_RETURN(auto file, PacFile::Open(path));
+  return FromFile(std::move(file), options);
+}
+
+StatusOr<std::unique_ptr<PacEngine>> PacEngine::FromFile(std::unique_ptr<PacFile> file,
+                                                         const EngineOptions& options) {
+  std::unique_ptr<PacEngine> e(new PacEngine());
+  const PacHeader& h = file->header();
+  e->rule_.num_outputs = h.num_outputs;
+  e->rule_.postprocess = static_cast<Postprocess>(h.postprocess);
+  e->rule_.sigmoid_alpha = h.sigmoid_alpha;
+  e->rule_.aggregation = static_cast<Aggregation>(h.aggregation);
+  e->rule_.accumulate_precision = static_cast<Precision>(h.accumulate_precision);
+  e->rule_.base_score = file->base_score();
+  e->rule_.trees_per_output.assign(h.num_outputs, 0.0);
+  for (const TreeRecord& t : file->trees()) {
+    if (h.leaf_width > 1) {
+      for (auto& c : e->rule_.trees_per_output) c += 1;
+    } else {
+      e->rule_.trees_per_output[t.group] += 1;
+    }
+  }
+  for (auto& c : e->rule_.trees_per_output) c = std::max(c, 1.0);
+  if (e->rule_.postprocess == Postprocess::kSoftmax && h.num_outputs < 2)
+    return Status::Corruption(file->name() + ": softmax with a single output");
+  e->options_ = options;
+  if (options.verify_blocks) {
+    const uint64_t words = (h.block_count + 63) / 64;
+    e->verified_.reset(new std::atomic<uint64_t>[words]);
+    for (uint64_t i = 0; i < words; ++i) e->verified_[i].store(0, std::memory_order_relaxed);
+  }
+  e->file_ = std::move(file);
+  return e;
+}
+
+Status PacEngine::CheckBlock(uint64_t block) const {
+  std::atomic<uint64_t>& word = verified_[block / 64];
+  const uint64_t bit = uint64_t{1} << (block % 64);
+  if (word.load(std::memory_order_acquire) & bit) return Status::Ok();
+  const PacHeader& h = file_->header();
+  PACSET_RETURN_IF_ERROR(
+      VerifyBlock(file_->data() + block * h.block_size, h.block_size, block, file_->name()));
+  word.fetch_or(bit, std::memory_order_release);
+  return Status::Ok();
+}
+
+template <typename NodeT, bool kF32Input, typename Acc, bool kTrace>
+Status PacEngine::Run(const RowMatrix& rows, size_t begin, size_t end, bool margin, double* out,
+                      int32_t* leaves, std::vector<uint64_t>* trace) const {
+  const PacHeader& h = file_->header();
+  constexpr size_t kBlockRows = kTrace ? 1 : 64;
+  // Buffers live in this frame, outside the region a SIGBUS can jump out of.
+  std::vector<Acc> acc(kBlockRows * h.num_outputs);
+  std::vector<float> x32(kF32Input ? kBlockRows * h.num_features : 0);
+  std::vector<double> margins(h.num_outputs);
+  SigbusScope scope(file_->data(), file_->size(), h.block_size);
+  if (sigsetjmp(*scope.env(), 1) != 0) return scope.Error(file_->name());
+  scope.Arm();
+  Status s = RunLoop<NodeT, kF32Input, Acc, kTrace, kBlockRows>(
+      rows, begin, end, margin, out, leaves, trace, acc.data(), x32.data(), margins.data());
+  scope.Disarm();
+  return s;
+}
+
+template <typename NodeT, bool kF32Input, typename Acc, bool kTrace, size_t kBlockRows>
+Status PacEngine::RunLoop(const RowMatrix& rows, size_t begin, size_t end, bool margin,
+                          double* out, int32_t* leaves, std::vector<uint64_t>* trace, Acc* acc,
+                          float* x32, double* margins) const {
+  using V = ViewOf<NodeT>;
+  const PacHeader& h = file_->header();
+  const char* base = file_->data();
+  const uint32_t nf = h.num_features, K = h.num_outputs, w = h.leaf_width;
+  const uint32_t bs_shift = static_cast<uint32_t>(__builtin_ctz(h.block_size));
+  const uint32_t record_bytes = static_cast<uint32_t>((8ull * w + kUnit - 1) / kUnit * kUnit);
+  const uint64_t T = h.num_trees;
+  const uint32_t max_steps = h.max_depth;
+  const bool verify = options_.verify_blocks;
+  const uint32_t cols = num_columns(margin);
+  const TreeRecord* trees = file_->trees().data();
+  Status status;
+  for (size_t r0 = begin; r0 < end; r0 += kBlockRows) {
+    const size_t nrows = std::min(kBlockRows, end - r0);
+    if constexpr (kF32Input) {
+      for (size_t i = 0; i < nrows; ++i) {
+        const double* row = rows.row(r0 + i);
+        for (uint32_t f = 0; f < nf; ++f) x32[i * nf + f] = static_cast<float>(row[f]);
+      }
+    }
+    for (size_t i = 0; i < nrows; ++i) rule_.Init(&acc[i * K]);
+    for (uint64_t t = 0; t < T; ++t) {
+      const TreeRecord& tr = trees[t];
+      for (size_t i = 0; i < nrows; ++i) {
+        uint64_t ref = tr.root;
+        uint8_t kind = tr.root_kind;
+        uint32_t leaf_id = 0, steps = 0;
+        while (kind == static_cast<uint8_t>(RefKind::kNode)) {
+          if (!file_->RefInNodeRegion(ref, sizeof(NodeT)) || ++steps > max_steps + 1)
+            return Status::Corruption(file_->name() + ": tree " + std::to_string(t) +
+                                      " has a node reference outside the node region or a cycle");
+          const uint64_t block = (ref * kUnit) >> bs_shift;
+          if constexpr (kTrace) trace->push_back(block);
+          if (verify) {
+            status = CheckBlock(block);
+            if (!status.ok()) return status;
+          }
+          NodeT n;
+          std::memcpy(&n, base + ref * kUnit, sizeof(NodeT));
+          const uint32_t feature = V::Feature(n);
+          const uint8_t flags = V::Flags(n);
+          if (feature >= nf)
+            return Status::Corruption(file_->name() + ": tree " + std::to_string(t) +
+                                      " splits on feature " + std::to_string(feature) +
+                                      " of " + std::to_string(nf));
+          bool left;
+          if constexpr (kF32Input) {
+            if constexpr (std::is_same_v<NodeT, CompactNode>) {
+              left = GoesLeft<float>(x32[i * nf + feature], n.threshold, flags);
+            } else {
+              left = GoesLeft<double>(x32[i * nf + feature], n.threshold, flags);
+            }
+          } else {
+            left = GoesLeft<double>(rows.row(r0 + i)[feature], n.threshold, flags);
+          }
+          kind = left ? (flags >> kLeftKindShift) & 3 : (flags >> kRightKindShift) & 3;
+          if (leaves && kind != static_cast<uint8_t>(RefKind::kNode)) {
+            uint32_t ids[2];
+            file_->ChildLeafIds(ref, ids);
+            leaf_id = ids[left ? 0 : 1];
+          }
+          ref = left ? n.left : n.right;
+        }
+        if (leaves) {
+          leaves[(r0 + i - begin) * T + t] = static_cast<int32_t>(leaf_id);
+          continue;
+        }
+        Acc* a = &acc[i * K];
+        switch (static_cast<RefKind>(kind)) {
+          case RefKind::kInlineValue: {
+            const uint32_t bits = static_cast<uint32_t>(ref);
+            float v;
+            std::memcpy(&v, &bits, 4);
+            a[tr.group] += static_cast<Acc>(v);
+            break;
+          }
+          case RefKind::kInlineClass:
+            if (ref >= K)
+              return Status::Corruption(file_->name() + ": tree " + std::to_string(t) +
+                                        " has a leaf for class " + std::to_string(ref));
+            a[ref] += Acc(1);
+            break;
+          case RefKind::kLeafRecord: {
+            if (!file_->RefInNodeRegion(ref, record_bytes))
+              return Status::Corruption(file_->name() + ": tree " + std::to_string(t) +
+                                        " has a leaf record outside the node region");
+            const uint64_t block = (ref * kUnit) >> bs_shift;
+            if constexpr (kTrace) trace->push_back(block);
+            if (verify) {
+              status = CheckBlock(block);
+              if (!status.ok()) return status;
+            }
+            const char* v = base + ref * kUnit;
+            if (w == 1) {
+              double x;
+              std::memcpy(&x, v, 8);
+              a[tr.group] += static_cast<Acc>(x);
+            } else {
+              for (uint32_t k = 0; k < w; ++k) {
+                double x;
+                std::memcpy(&x, v + 8 * k, 8);
+                a[k] += static_cast<Acc>(x);
+              }
+            }
+            break;
+          }
+          case RefKind::kNode: break;  // unreachable: the loop above ends on a leaf
+        }
+      }
+    }
+    if (leaves || kTrace) continue;
+    for (size_t i = 0; i < nrows; ++i) {
+      double* dst = out + (r0 + i - begin) * cols;
+      rule_.Finish(&acc[i * K], margin ? dst : margins);
+      if (!margin) rule_.Transform(margins, dst);
+    }
+  }
+  return Status::Ok();
+}
+
+template <bool kTrace>
+Status PacEngine::Dispatch(const RowMatrix& rows, size_t begin, size_t end, bool margin,
+                           double* out, int32_t* leaves, std::vector<uint64_t>* trace) const {
+  const PacHeader& h = file_->header();
+  if (rows.num_cols != h.num_features)
+    return Status::InvalidArgument("rows have " + std::to_string(rows.num_cols) +
+                                   " columns, the model expects " + std::to_string(h.num_features));
+  const bool compact = h.node_format == static_cast<uint8_t>(NodeFormat::kCompact16);
+  const bool f32in = h.input_precision == static_cast<uint8_t>(Precision::kFloat32);
+  const bool f32acc = h.accumulate_precision == static_cast<uint8_t>(Precision::kFloat32);
+#define PACSET_RUN(N, I, A) return Run<N, I, A, kTrace>(rows, begin, end, margin, out, leaves, trace)
+  if (compact) {
+    if (f32in) {
+      if (f32acc) PACSET_RUN(CompactNode, true, float);
+      PACSET_RUN(CompactNode, true, double);
+    }
+    if (f32acc) PACSET_RUN(CompactNode, false, float);
+    PACSET_RUN(CompactNode, false, double);
+  }
+  if (f32in) {
+    if (f32acc) PACSET_RUN(WideNode, true, float);
+    PACSET_RUN(WideNode, true, double);
+  }
+  if (f32acc) PACSET_RUN(WideNode, false, float);
+  PACSET_RUN(WideNode, false, double);
+#undef PACSET_RUN
+}
+
+Status PacEngine::Predict(const RowMatrix& rows, size_t begin, size_t end, bool margin,
+                          double* out) const {
+  return Dispatch<false>(rows, begin, end, margin, out, nullptr, nullptr);
+}
+
+Status PacEngine::PredictAll(const RowMatrix& rows, bool margin, int threads,
+                             std::vector<double>* out) const {
+  const uint32_t cols = num_columns(margin);
+  out->assign(rows.num_rows * cols, 0.0);
+  return ParallelChunks(rows.num_rows, threads, [&](size_t b, size_t e) {
+    return Predict(rows, b, e, margin, out->data() + b * cols);
+  });
+}
+
+Status PacEngine::PredictLeaves(const RowMatrix& rows, int threads,
+                                std::vector<int32_t>* out) const {
+  if (!file_->has_leaf_ids())
+    return Status::NotSupported(file_->name() +
+                                ": packed without leaf ids; repack without --no-leaf-ids to use --leaf");
+  const uint64_t T = num_trees();
+  out->assign(rows.num_rows * T, 0);
+  return ParallelChunks(rows.num_rows, threads, [&](size_t b, size_t e) {
+    return Dispatch<false>(rows, b, e, false, nullptr, out->data() + b * T, nullptr);
+  });
+}
+
+Status PacEngine::TouchedBlocks(const double* row, std::vector<uint64_t>* blocks) const {
+  RowMatrix one;
+  one.num_rows = 1;
+  one.num_cols = num_features();
+  one.values.assign(row, row + one.num_cols);
+  blocks->clear();
+  double dummy[1];
+  PACSET_RETURN_IF_ERROR(Dispatch<true>(one, 0, 1, false, dummy, nullptr, blocks));
+  std::sort(blocks->begin(), blocks->end());
+  blocks->erase(std::unique(blocks->begin(), blocks->end()), blocks->end());
+  return Status::Ok();
+}
+
+}  // namespace pacset

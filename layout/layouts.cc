@@ -1,0 +1,263 @@
+// The layout policies. Each walks the forest and asks a BlockFiller for a
+// position per stored node; they differ only in the visiting order and in
+// where they start new blocks.
+#include <algorithm>
+#include <deque>
+#include <queue>
+
+#include "layout/internal/placement.h"
+
+namespace pacset {
+namespace {
+
+enum class Order { kBfs, kDfs, kWdfs, kBlockWdfs };
+
+// The stored-or-traversable children of global node g (none for a leaf).
+struct Kids {
+  uint64_t left = kUnplaced, right = kUnplaced;
+};
+
+inline Kids ChildrenOf(const Forest& f, uint64_t g, uint64_t tree_base) {
+  Kids k;
+  if (f.left_child[g] >= 0) {
+    k.left = tree_base + f.left_child[g];
+    k.right = tree_base + f.right_child[g];
+  }
+  return k;
+}
+
+// Heavier first; ties go left (the first argument).
+inline bool Heavier(const PackInput& in, uint64_t a, uint64_t b) {
+  return in.weight[a] >= in.weight[b];
+}
+
+class ForestLayout : public LayoutPolicy {
+ public:
+  ForestLayout(Order order, bool bins) : order_(order), bins_(bins) {}
+
+  Placement Place(const PackInput& in, uint32_t block_size) const override {
+    const Forest& f = *in.forest;
+    Placement p;
+    p.pos.assign(f.num_nodes(), kUnplaced);
+    BlockFiller filler(block_size);
+    // roots[t]: where the residual part of tree t starts, in visiting order.
+    std::vector<std::vector<uint64_t>> roots(f.num_trees());
+    if (bins_ && in.bin_depth > 0) {
+      PlaceBins(in, filler, p, roots);
+      p.bin_blocks = filler.blocks_used();
+    } else {
+      for (size_t t = 0; t < f.num_trees(); ++t) roots[t].push_back(f.tree_offset[t]);
+    }
+    switch (order_) {
+      case Order::kBfs: PlaceBfs(in, filler, p, roots); break;
+      case Order::kDfs: PlaceDfs(in, filler, p, roots, /*weighted=*/false); break;
+      case Order::kWdfs: PlaceDfs(in, filler, p, roots, /*weighted=*/true); break;
+      case Order::kBlockWdfs: PlaceBlockWdfs(in, filler, p, roots); break;
+    }
+    p.node_blocks = filler.blocks_used();
+    return p;
+  }
+
+ private:
+  static void Put(const PackInput& in, BlockFiller& filler, Placement& p, uint64_t g) {
+    if (in.units[g] > 0) p.pos[g] = filler.Place(in.units[g]);
+  }
+
+  // Interleaved bins: trees are grouped into bins; each bin starts a block
+  // and holds levels 0..bin_depth-1 of its trees, level by level (all roots,
+  // then all level-1 nodes, ...). Nodes at depth bin_depth become residual
+  // roots; the residuals start in whatever room the last bin block has left.
+  void PlaceBins(const PackInput& in, BlockFiller& filler, Placement& p,
+                 std::vector<std::vector<uint64_t>>& roots) const {
+    const Forest& f = *in.forest;
+    const size_t T = f.num_trees();
+    // levels[t][d]: nodes of tree t at depth d < bin_depth, left to right.
+    std::vector<std::vector<std::vector<uint64_t>>> levels(T);
+    std::vector<uint64_t> bin_units(T, 0);
+    for (size_t t = 0; t < T; ++t) {
+      const uint64_t base = f.tree_offset[t];
+      levels[t].resize(in.bin_depth);
+      std::vector<uint64_t> cur{base}, next;
+      for (uint32_t d = 0; d <= in.bin_depth && !cur.empty(); ++d) {
+        next.clear();
+        for (uint64_t g : cur) {
+          if (d == in.bin_depth) {
+            roots[t].push_back(g);
+            continue;
+          }
+          levels[t][d].push_back(g);
+          bin_units[t] += in.units[g];
+          Kids k = ChildrenOf(f, g, base);
+          if (k.left != kUnplaced) {
+            next.push_back(k.left);
+            next.push_back(k.right);
+          }
+        }
+        if (d < in.bin_depth) cur.swap(next);
+      }
+      if (order_ == Order::kWdfs) OrderRootsByWdfs(in, t, roots[t]);
+    }
+    size_t t = 0;
+    while (t < T) {
+      const size_t first = t;
+      uint64_t units = 0;
+      if (in.trees_per_bin > 0) {
+        t = std::min(T, t + in.trees_per_bin);
+      } else {
+        while (t < T && (t == first || units + bin_units[t] <= filler.payload_units())) {
+          units += bin_units[t];
+          ++t;
+        }
+      }
+      filler.NewBlock();  // every bin starts a block
+      for (uint32_t d = 0; d < in.bin_depth; ++d)
+        for (size_t u = first; u < t; ++u)
+          for (uint64_t g : levels[u][d]) Put(in, filler, p, g);
+      ++p.num_bins;
+      p.max_trees_per_bin = std::max<uint32_t>(p.max_trees_per_bin, static_cast<uint32_t>(t - first));
+    }
+  }
+
+  // For bin-wdfs: residual roots in the order a weighted DFS from the tree
+  // root reaches them (the paper's WDFS starts at the root, skipping bin nodes).
+  static void OrderRootsByWdfs(const PackInput& in, size_t t, std::vector<uint64_t>& roots) {
+    const Forest& f = *in.forest;
+    const uint64_t base = f.tree_offset[t];
+    std::vector<uint64_t> ordered, stack{base};
+    while (!stack.empty()) {
+      uint64_t g = stack.back();
+      stack.pop_back();
+      if (in.depth[g] == in.bin_depth) {
+        ordered.push_back(g);
+        continue;
+      }
+      Kids k = ChildrenOf(f, g, base);
+      if (k.left == kUnplaced) continue;
+      if (Heavier(in, k.left, k.right)) {
+        stack.push_back(k.right);
+        stack.push_back(k.left);
+      } else {
+        stack.push_back(k.left);
+        stack.push_back(k.right);
+      }
+    }
+    roots.swap(ordered);
+  }
+
+  static void PlaceBfs(const PackInput& in, BlockFiller& filler, Placement& p,
+                       const std::vector<std::vector<uint64_t>>& roots) {
+    const Forest& f = *in.forest;
+    std::deque<uint64_t> q;
+    for (size_t t = 0; t < roots.size(); ++t) {
+      const uint64_t base = f.tree_offset[t];
+      q.assign(roots[t].begin(), roots[t].end());
+      while (!q.empty()) {
+        uint64_t g = q.front();
+        q.pop_front();
+        Put(in, filler, p, g);
+        Kids k = ChildrenOf(f, g, base);
+        if (k.left != kUnplaced) {
+          q.push_back(k.left);
+          q.push_back(k.right);
+        }
+      }
+    }
+  }
+
+  static void PlaceDfs(const PackInput& in, BlockFiller& filler, Placement& p,
+                       const std::vector<std::vector<uint64_t>>& roots, bool weighted) {
+    const Forest& f = *in.forest;
+    std::vector<uint64_t> stack;
+    for (size_t t = 0; t < roots.size(); ++t) {
+      const uint64_t base = f.tree_offset[t];
+      for (uint64_t root : roots[t]) {
+        stack.assign(1, root);
+        while (!stack.empty()) {
+          uint64_t g = stack.back();
+          stack.pop_back();
+          Put(in, filler, p, g);
+          Kids k = ChildrenOf(f, g, base);
+          if (k.left == kUnplaced) continue;
+          if (!weighted || Heavier(in, k.left, k.right)) {
+            stack.push_back(k.right);
+            stack.push_back(k.left);
+          } else {
+            stack.push_back(k.left);
+            stack.push_back(k.right);
+          }
+        }
+      }
+    }
+  }
+
+  // Block-aligned WDFS: fill each block by weighted DFS starting from the
+  // hottest unplaced subtree root of the whole forest; when the next node
+  // does not fit, the unfinished DFS frontier goes back to the pool and the
+  // next block restarts from the hottest root in the pool.
+  static void PlaceBlockWdfs(const PackInput& in, BlockFiller& filler, Placement& p,
+                             const std::vector<std::vector<uint64_t>>& roots) {
+    const Forest& f = *in.forest;
+    // tree of each node, to find children's ids
+    auto tree_base_of = [&](uint64_t g) {
+      auto it = std::upper_bound(f.tree_offset.begin(), f.tree_offset.end(), g);
+      return *(it - 1);
+    };
+    auto hotter = [&](uint64_t a, uint64_t b) {  // priority_queue wants "less"
+      if (in.weight[a] != in.weight[b]) return in.weight[a] < in.weight[b];
+      return a > b;  // ties: lower id first, for deterministic files
+    };
+    std::priority_queue<uint64_t, std::vector<uint64_t>, decltype(hotter)> pool(hotter);
+    for (const auto& r : roots)
+      for (uint64_t g : r) pool.push(g);
+    // (node, base of its tree)
+    std::vector<std::pair<uint64_t, uint64_t>> stack;
+    while (true) {
+      if (stack.empty()) {
+        if (pool.empty()) break;
+        uint64_t g = pool.top();
+        pool.pop();
+        stack.push_back({g, tree_base_of(g)});
+      }
+      auto [g, base] = stack.back();
+      if (in.units[g] > 0 && !filler.Fits(in.units[g])) {
+        // Block boundary: defer the rest of this DFS, restart from the hottest.
+        for (auto& s : stack) pool.push(s.first);
+        stack.clear();
+        filler.NewBlock();
+        continue;
+      }
+      stack.pop_back();
+      Put(in, filler, p, g);
+      Kids k = ChildrenOf(f, g, base);
+      if (k.left == kUnplaced) continue;
+      if (Heavier(in, k.left, k.right)) {
+        if (in.units[k.right] > 0) stack.push_back({k.right, base});
+        if (in.units[k.left] > 0) stack.push_back({k.left, base});
+      } else {
+        if (in.units[k.left] > 0) stack.push_back({k.left, base});
+        if (in.units[k.right] > 0) stack.push_back({k.right, base});
+      }
+    }
+  }
+
+  Order order_;
+  bool bins_;
+};
+
+}  // namespace
+
+std::unique_ptr<LayoutPolicy> MakeLayoutPolicy(LayoutKind kind) {
+  switch (kind) {
+    case LayoutKind::kBfs: return std::make_unique<ForestLayout>(Order::kBfs, false);
+    case LayoutKind::kDfs: return std::make_unique<ForestLayout>(Order::kDfs, false);
+    case LayoutKind::kWdfs: return std::make_unique<ForestLayout>(Order::kWdfs, false);
+    case LayoutKind::kBlockWdfs: return std::make_unique<ForestLayout>(Order::kBlockWdfs, false);
+    case LayoutKind::kBinBfs: return std::make_unique<ForestLayout>(Order::kBfs, true);
+    case LayoutKind::kBinDfs: return std::make_unique<ForestLayout>(Order::kDfs, true);
+    case LayoutKind::kBinWdfs: return std::make_unique<ForestLayout>(Order::kWdfs, true);
+    case LayoutKind::kPacset: return std::make_unique<ForestLayout>(Order::kBlockWdfs, true);
+  }
+  return nullptr;
+}
+
+}  // namespace pacset

@@ -1,0 +1,200 @@
+#include "layout/pac_format.h"
+
+#include <cmath>
+
+#include "model/forest.h"
+
+namespace pacset {
+namespace {
+
+template <typename T>
+void Put(char* dst, size_t off, T v) {
+  std::memcpy(dst + off, &v, sizeof(T));
+}
+template <typename T>
+T Get(const char* src, size_t off) {
+  T v;
+  std::memcpy(&v, src + off, sizeof(T));
+  return v;
+}
+
+}  // namespace
+
+const char* LayoutKindName(LayoutKind k) {
+  switch (k) {
+    case LayoutKind::kBfs: return "bfs";
+    case LayoutKind::kDfs: return "dfs";
+    case LayoutKind::kWdfs: return "wdfs";
+    case LayoutKind::kBlockWdfs: return "block-wdfs";
+    case LayoutKind::kBinBfs: return "bin-bfs";
+    case LayoutKind::kBinDfs: return "bin-dfs";
+    case LayoutKind::kBinWdfs: return "bin-wdfs";
+    case LayoutKind::kPacset: return "pacset";
+  }
+  return "?";
+}
+
+const char* NodeFormatName(NodeFormat f) {
+  return f == NodeFormat::kCompact16 ? "compact16" : "wide32";
+}
+
+const SectionEntry* PacHeader::FindSection(SectionType t) const {
+  for (const auto& s : sections)
+    if (s.type == static_cast<uint32_t>(t)) return &s;
+  return nullptr;
+}
+
+size_t PacHeader::EncodedSize() const {
+  return kFixedHeaderSize + sections.size() * kSectionEntrySize + 8;
+}
+
+void PacHeader::EncodeTo(char* dst) {
+  const size_t size = EncodedSize();
+  std::memset(dst, 0, size);
+  std::memcpy(dst, kPacMagic, 8);
+  Put<uint32_t>(dst, 8, version);
+  Put<uint32_t>(dst, 12, static_cast<uint32_t>(size));
+  Put<uint32_t>(dst, 16, block_size);
+  Put<uint32_t>(dst, 20, static_cast<uint32_t>(sections.size()));
+  Put<uint64_t>(dst, 24, block_count);
+  const uint8_t bytes[8] = {task, postprocess, aggregation, input_precision,
+                            accumulate_precision, node_format, layout, cardinality_source};
+  std::memcpy(dst + 32, bytes, 8);
+  Put<uint32_t>(dst, 40, num_features);
+  Put<uint32_t>(dst, 44, num_outputs);
+  Put<uint32_t>(dst, 48, num_classes);
+  Put<uint32_t>(dst, 52, leaf_width);
+  Put<uint64_t>(dst, 56, num_trees);
+  Put<uint64_t>(dst, 64, num_nodes);
+  Put<uint64_t>(dst, 72, num_leaf_records);
+  Put<double>(dst, 80, sigmoid_alpha);
+  Put<uint32_t>(dst, 88, bin_depth);
+  Put<uint32_t>(dst, 92, trees_per_bin);
+  Put<uint64_t>(dst, 96, node_first_block);
+  Put<uint64_t>(dst, 104, node_block_count);
+  Put<uint64_t>(dst, 112, bin_block_count);
+  Put<uint32_t>(dst, 120, max_depth);
+  Put<uint32_t>(dst, 124, 0);
+  for (size_t i = 0; i < sections.size(); ++i) {
+    char* e = dst + kFixedHeaderSize + i * kSectionEntrySize;
+    Put<uint32_t>(e, 0, sections[i].type);
+    Put<uint32_t>(e, 4, sections[i].flags);
+    Put<uint64_t>(e, 8, sections[i].offset);
+    Put<uint64_t>(e, 16, sections[i].count);
+    Put<uint32_t>(e, 24, sections[i].record_size);
+    Put<uint32_t>(e, 28, 0);
+  }
+  checksum = Checksum64(dst, size - 8);
+  Put<uint64_t>(dst, size - 8, checksum);
+}
+
+StatusOr<PacHeader> PacHeader::DecodeFrom(const char* src, size_t avail, const std::string& what) {
+  auto bad = [&](const std::string& m) { return Status::Corruption(what + ": " + m); };
+  if (avail < kFixedHeaderSize + 8) return bad("too short to be a .pac file");
+  if (std::memcmp(src, kPacMagic, 8) != 0) return Status::InvalidArgument(what + ": not a .pac file");
+  PacHeader h;
+  h.version = Get<uint32_t>(src, 8);
+  if (h.version != kPacVersion)
+    return Status::NotSupported(what + ": .pac format version " + std::to_string(h.version) +
+                                " (this pacset reads version " + std::to_string(kPacVersion) + ")");
+  const uint32_t size = Get<uint32_t>(src, 12);
+  h.block_size = Get<uint32_t>(src, 16);
+  const uint32_t nsec = Get<uint32_t>(src, 20);
+  if (nsec > 1024 || size != kFixedHeaderSize + nsec * kSectionEntrySize + 8 || size > avail)
+    return bad("header size " + std::to_string(size) + " is inconsistent");
+  if (Checksum64(src, size - 8) != Get<uint64_t>(src, size - 8))
+    return bad("header checksum mismatch");
+  h.checksum = Get<uint64_t>(src, size - 8);
+  if (!IsValidBlockSize(h.block_size))
+    return bad("block size " + std::to_string(h.block_size) + " is not a power of two in 4 KiB..1 MiB");
+  h.block_count = Get<uint64_t>(src, 24);
+  h.task = static_cast<uint8_t>(src[32]);
+  h.postprocess = static_cast<uint8_t>(src[33]);
+  h.aggregation = static_cast<uint8_t>(src[34]);
+  h.input_precision = static_cast<uint8_t>(src[35]);
+  h.accumulate_precision = static_cast<uint8_t>(src[36]);
+  h.node_format = static_cast<uint8_t>(src[37]);
+  h.layout = static_cast<uint8_t>(src[38]);
+  h.cardinality_source = static_cast<uint8_t>(src[39]);
+  h.num_features = Get<uint32_t>(src, 40);
+  h.num_outputs = Get<uint32_t>(src, 44);
+  h.num_classes = Get<uint32_t>(src, 48);
+  h.leaf_width = Get<uint32_t>(src, 52);
+  h.num_trees = Get<uint64_t>(src, 56);
+  h.num_nodes = Get<uint64_t>(src, 64);
+  h.num_leaf_records = Get<uint64_t>(src, 72);
+  h.sigmoid_alpha = Get<double>(src, 80);
+  h.bin_depth = Get<uint32_t>(src, 88);
+  h.trees_per_bin = Get<uint32_t>(src, 92);
+  h.node_first_block = Get<uint64_t>(src, 96);
+  h.node_block_count = Get<uint64_t>(src, 104);
+  h.bin_block_count = Get<uint64_t>(src, 112);
+  h.max_depth = Get<uint32_t>(src, 120);
+  if (h.task > 2 || h.postprocess > 4 || h.aggregation > 1 || h.input_precision > 1 ||
+      h.accumulate_precision > 1 || h.node_format > 1 || h.layout > 7 || h.cardinality_source > 4)
+    return bad("unknown enumeration value in the header");
+  if (h.num_outputs == 0 || h.num_outputs > (1u << 20) ||
+      (h.leaf_width != 1 && h.leaf_width != h.num_outputs))
+    return bad("inconsistent output counts");
+  if (h.num_features == 0 || h.num_trees == 0) return bad("no features or no trees");
+  if (!std::isfinite(h.sigmoid_alpha)) return bad("sigmoid alpha is not finite");
+  if (h.block_count == 0 || h.block_count > (uint64_t{1} << 40))
+    return bad("block count " + std::to_string(h.block_count) + " is out of range");
+  if (h.node_first_block == 0 || h.node_first_block + h.node_block_count > h.block_count ||
+      h.bin_block_count > h.node_block_count)
+    return bad("node region lies outside the file");
+  if (h.max_depth > (1u << 24)) return bad("max depth out of range");
+  const uint64_t file_bytes = h.block_count * h.block_size;
+  for (uint32_t i = 0; i < nsec; ++i) {
+    const char* e = src + kFixedHeaderSize + i * kSectionEntrySize;
+    SectionEntry s;
+    s.type = Get<uint32_t>(e, 0);
+    s.flags = Get<uint32_t>(e, 4);
+    s.offset = Get<uint64_t>(e, 8);
+    s.count = Get<uint64_t>(e, 16);
+    s.record_size = Get<uint32_t>(e, 24);
+    if (s.record_size == 0 || s.record_size > h.payload_size())
+      return bad("section " + std::to_string(i) + " has record size " +
+                 std::to_string(s.record_size));
+    if (s.offset % h.block_size + s.record_size > h.payload_size() && s.count > 0)
+      return bad("section " + std::to_string(i) + " starts inside a block trailer");
+    if (s.count > file_bytes || SectionEnd(s, h.block_size) > file_bytes)
+      return bad("section " + std::to_string(i) + " extends past the end of the file");
+    h.sections.push_back(s);
+  }
+  for (SectionType t : {SectionType::kTreeTable, SectionType::kBaseScore, SectionType::kNodes}) {
+    const SectionEntry* s = h.FindSection(t);
+    if (!s) return bad("a required section is missing");
+  }
+  if (h.FindSection(SectionType::kTreeTable)->count != h.num_trees ||
+      h.FindSection(SectionType::kTreeTable)->record_size != sizeof(TreeRecord))
+    return bad("tree table does not match the tree count");
+  if (h.FindSection(SectionType::kBaseScore)->count != h.num_outputs ||
+      h.FindSection(SectionType::kBaseScore)->record_size != 8)
+    return bad("base score section does not match the output count");
+  return h;
+}
+
+uint64_t SectionRecordOffset(const SectionEntry& s, uint32_t block_size, uint64_t i) {
+  const uint64_t payload = block_size - kBlockTrailerSize;
+  const uint64_t in_block = s.offset % block_size;
+  const uint64_t first_cap = (payload - in_block) / s.record_size;
+  if (i < first_cap) return s.offset + i * s.record_size;
+  const uint64_t per = payload / s.record_size;
+  const uint64_t j = i - first_cap;
+  const uint64_t block = s.offset / block_size + 1 + j / per;
+  return block * block_size + (j % per) * s.record_size;
+}
+
+uint64_t SectionEnd(const SectionEntry& s, uint32_t block_size) {
+  if (s.count == 0) return s.offset;
+  const uint64_t payload = block_size - kBlockTrailerSize;
+  const uint64_t in_block = s.offset % block_size;
+  if (in_block >= payload) return UINT64_MAX;  // caught by the caller's range check
+  const uint64_t per = payload / s.record_size;
+  // Guard the multiplication in SectionRecordOffset against absurd counts.
+  if (per == 0 || s.count / per > (uint64_t{1} << 40)) return UINT64_MAX;
+  return SectionRecordOffset(s, block_size, s.count - 1) + s.record_size;
+}
+
+}  // namespace pacset

@@ -1,0 +1,166 @@
+// The .pac file format, version 1: constants, on-disk records and the
+// header's EncodeTo / DecodeFrom. The normative description is
+// layout/FORMAT.md; keep the two in step.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "layout/block.h"
+#include "util/status.h"
+
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+              "the .pac format is little-endian; this code reads it natively");
+
+namespace pacset {
+
+inline constexpr char kPacMagic[8] = {'P', 'A', 'C', 'S', 'E', 'T', '\r', '\n'};
+inline constexpr uint32_t kPacVersion = 1;
+// Offsets and sizes in the node region are counted in 16-byte units.
+inline constexpr uint32_t kUnit = 16;
+
+// Layout policies (stored in the header; names in layout/pack.h).
+enum class LayoutKind : uint8_t {
+  kBfs = 0,
+  kDfs = 1,
+  kWdfs = 2,
+  kBlockWdfs = 3,
+  kBinBfs = 4,
+  kBinDfs = 5,
+  kBinWdfs = 6,
+  kPacset = 7,
+};
+
+enum class NodeFormat : uint8_t {
+  kCompact16 = 0,  // float32 threshold, 24-bit feature, u32 child references
+  kWide32 = 1,     // float64 threshold, u32 feature, u64 child references
+};
+
+// What a child reference (or a tree's root reference) points at.
+enum class RefKind : uint8_t {
+  kNode = 0,         // an internal node at file offset ref * 16
+  kLeafRecord = 1,   // leaf_width float64 values at file offset ref * 16
+  kInlineValue = 2,  // the reference holds a float32 leaf value (bit pattern), added to the tree's group
+  kInlineClass = 3,  // the reference holds a class index k: adds 1.0 to output k (one-hot leaf)
+};
+
+// Node flag byte: routing bits (model/forest.h NodeFlag) plus child kinds.
+inline constexpr uint8_t kRoutingFlagMask = 0x07;
+inline constexpr int kLeftKindShift = 3;
+inline constexpr int kRightKindShift = 5;
+inline constexpr uint8_t kNodeFlagReservedBit = 0x80;
+
+struct CompactNode {  // 16 bytes
+  float threshold;
+  uint32_t feature_flags;  // feature in bits 0-23, flag byte in bits 24-31
+  uint32_t left;
+  uint32_t right;
+};
+static_assert(sizeof(CompactNode) == 16);
+
+struct WideNode {  // 32 bytes
+  double threshold;
+  uint32_t feature;
+  uint8_t flags;
+  uint8_t reserved[3];
+  uint64_t left;
+  uint64_t right;
+};
+static_assert(sizeof(WideNode) == 32);
+
+inline constexpr uint32_t kMaxCompactFeature = (1u << 24) - 1;
+
+// One entry of the tree table section.
+struct TreeRecord {  // 16 bytes
+  uint64_t root;       // reference, interpreted by root_kind
+  uint32_t group;      // output group for kInlineValue / scalar leaf records
+  uint8_t root_kind;   // RefKind
+  uint8_t reserved[3];
+};
+static_assert(sizeof(TreeRecord) == 16);
+
+// Section types. Unknown optional sections are skipped by readers; an unknown
+// section with the required flag makes the file unreadable to them.
+enum class SectionType : uint32_t {
+  kTreeTable = 1,  // TreeRecord[num_trees]
+  kBaseScore = 2,  // float64[num_outputs]
+  kNodes = 3,      // the node region: nodes and leaf records (bins first)
+  kSourceInfo = 4, // UTF-8 JSON: where the model came from, layout parameters
+  kLeafIds = 5,    // u32[2] per node-region unit: library leaf ids of a node's children
+};
+inline constexpr uint32_t kSectionRequired = 1;
+
+struct SectionEntry {  // 32 bytes on disk
+  uint32_t type = 0;
+  uint32_t flags = 0;
+  uint64_t offset = 0;       // byte offset of the first record in the file
+  uint64_t count = 0;        // number of records
+  uint32_t record_size = 0;  // bytes per record; records never straddle a trailer
+  uint32_t reserved = 0;
+};
+
+// The fixed header at the start of block 0 (see FORMAT.md for offsets).
+struct PacHeader {
+  uint32_t version = kPacVersion;
+  uint32_t block_size = 0;
+  uint64_t block_count = 0;
+  uint8_t task = 0;
+  uint8_t postprocess = 0;
+  uint8_t aggregation = 0;
+  uint8_t input_precision = 0;
+  uint8_t accumulate_precision = 0;
+  uint8_t node_format = 0;
+  uint8_t layout = 0;
+  uint8_t cardinality_source = 0;
+  uint32_t num_features = 0;
+  uint32_t num_outputs = 0;
+  uint32_t num_classes = 0;
+  uint32_t leaf_width = 0;
+  uint64_t num_trees = 0;
+  uint64_t num_nodes = 0;         // internal nodes stored
+  uint64_t num_leaf_records = 0;  // leaves stored as records (others are inlined)
+  double sigmoid_alpha = 1.0;
+  uint32_t bin_depth = 0;         // 0 for layouts without bins
+  uint32_t trees_per_bin = 0;
+  uint64_t node_first_block = 0;  // node region: blocks [first, first + count)
+  uint64_t node_block_count = 0;
+  uint64_t bin_block_count = 0;   // the first bin_block_count node blocks hold the bins
+  uint32_t max_depth = 0;         // deepest root-to-leaf path (edges); bounds traversals
+  std::vector<SectionEntry> sections;
+  uint64_t checksum = 0;          // filled by EncodeTo, checked by DecodeFrom
+
+  uint32_t payload_size() const { return block_size - kBlockTrailerSize; }
+  const SectionEntry* FindSection(SectionType t) const;
+
+  // Encoded size in bytes (fixed part + section table + checksum).
+  size_t EncodedSize() const;
+  // Writes the header at `dst` (EncodedSize() bytes) and sets checksum.
+  void EncodeTo(char* dst);
+  // Parses and checks magic, version, header checksum and field ranges.
+  // `avail` is how many bytes of block 0's payload are readable.
+  static StatusOr<PacHeader> DecodeFrom(const char* src, size_t avail, const std::string& what);
+};
+
+inline constexpr size_t kFixedHeaderSize = 128;
+inline constexpr size_t kSectionEntrySize = 32;
+
+// Byte offset of record `i` of a section whose records flow through block
+// payloads (skipping trailers) starting at `offset`.
+uint64_t SectionRecordOffset(const SectionEntry& s, uint32_t block_size, uint64_t i);
+// Byte offset one past the section's last record (for bounds checks).
+uint64_t SectionEnd(const SectionEntry& s, uint32_t block_size);
+
+// Index in the leaf-id section of the node `rel_unit` units after the start
+// of the node region: the node's position counting payload units only.
+inline uint64_t LeafIdIndex(uint64_t rel_unit, uint32_t block_size) {
+  const uint64_t block_units = block_size / kUnit;
+  const uint64_t payload_units = (block_size - kBlockTrailerSize) / kUnit;
+  return rel_unit / block_units * payload_units + rel_unit % block_units;
+}
+
+const char* LayoutKindName(LayoutKind k);
+const char* NodeFormatName(NodeFormat f);
+
+}  // namespace pacset
