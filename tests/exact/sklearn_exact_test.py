@@ -1,4 +1,374 @@
 #!/usr/bin/python3
-# PLACEHOLDER: lands with its importer.
+"""Exactness against the real scikit-learn (Debian's python3-sklearn).
+
+Trains small forests and boosted ensembles of every supported estimator with
+fixed seeds, saves them with joblib (one with pickle, as .pkl), and checks
+that `pacset predict` gives what scikit-learn gives on adversarial rows:
+values exactly at every split threshold of the first trees, their float64 and
+float32 neighbours, float64 values that are not float32 values (half a float32
+ulp either side, and one float64 ulp beyond), +-0, subnormals, +-1e30, plus
+real and random rows.
+
+  predict_proba / predict    within 1e-12, with identical argmax
+  decision_function          --margin, within 1e-12 (GradientBoosting)
+  apply                      --leaf, identical node ids in every tree
+
+scikit-learn 1.2.1 rejects NaN, so rows with missing values are checked
+against the documented rule instead (docs/sklearn-export.md): NaN goes to the
+child with more training samples, to the right on a tie; the expected leaves
+are computed here from the tree arrays. Error paths are checked too: a file
+that is not a model, an unsupported estimator, and no usable python.
+
+Usage: sklearn_exact_test.py --pacset PATH [--keep DIR]
+"""
+import argparse
+import os
+import pickle
+import shutil
+import subprocess
 import sys
-sys.exit(0)
+import tempfile
+import warnings
+
+import joblib
+import numpy as np
+from sklearn import datasets
+from sklearn.ensemble import (ExtraTreesClassifier, ExtraTreesRegressor,
+                              GradientBoostingClassifier, GradientBoostingRegressor,
+                              HistGradientBoostingClassifier, RandomForestClassifier,
+                              RandomForestRegressor)
+from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import exactlib  # noqa: E402
+
+TOLERANCE = 1e-12
+THRESHOLD_TREES = 3  # adversarial rows at every split of the first trees
+MAX_THRESHOLDS = 400  # per model, sampled when there are more
+
+
+def datasets_for(rng):
+    Xb, yb = datasets.make_classification(n_samples=500, n_features=8, n_informative=5,
+                                          n_redundant=1, random_state=1)
+    Xm, ym = datasets.make_classification(n_samples=600, n_features=10, n_informative=6,
+                                          n_classes=4, n_clusters_per_class=1, random_state=2)
+    Xr, yr = datasets.make_regression(n_samples=400, n_features=6, noise=5.0, random_state=3)
+    Xmany, ymany = datasets.make_classification(n_samples=900, n_features=8, n_informative=8,
+                                                n_redundant=0, n_classes=12,
+                                                n_clusters_per_class=1, random_state=4)
+    Xi, yi = datasets.load_iris(return_X_y=True)
+    Xd, yd = datasets.load_diabetes(return_X_y=True)
+    Xb = Xb * np.array([1, 10, 0.01, 1e3, 1, 1, 5, 1])  # several scales
+    Xb[:, 5] = np.round(Xb[:, 5])  # ties: thresholds between integers
+    names = np.array(["setosa", "versicolor", "virginica"])
+    return {
+        "binary": (Xb, yb), "multi": (Xm, ym), "reg": (Xr, yr), "many": (Xmany, ymany),
+        "iris": (Xi, yi), "iris_names": (Xi, names[yi]), "diabetes": (Xd, yd),
+    }
+
+
+def train_models(data):
+    """(name, estimator, dataset key, file extension)."""
+    specs = [
+        ("rf_binary", RandomForestClassifier(n_estimators=20, max_depth=8, random_state=1),
+         "binary"),
+        ("rf_multi", RandomForestClassifier(n_estimators=15, min_samples_leaf=3, random_state=2),
+         "multi"),
+        ("rf_iris_labels", RandomForestClassifier(n_estimators=10, max_depth=3, random_state=3),
+         "iris_names"),
+        ("rf_balanced", RandomForestClassifier(n_estimators=8, max_depth=5,
+                                               class_weight="balanced", random_state=4), "multi"),
+        ("et_binary", ExtraTreesClassifier(n_estimators=20, min_samples_leaf=2, random_state=5),
+         "binary"),
+        ("et_multi", ExtraTreesClassifier(n_estimators=12, max_depth=6, random_state=6), "iris"),
+        ("rf_reg", RandomForestRegressor(n_estimators=20, max_depth=10, random_state=7), "reg"),
+        ("et_reg", ExtraTreesRegressor(n_estimators=10, min_samples_leaf=3, random_state=8),
+         "diabetes"),
+        ("gb_binary", GradientBoostingClassifier(n_estimators=30, max_depth=3, subsample=0.8,
+                                                 random_state=9), "binary"),
+        ("gb_exponential", GradientBoostingClassifier(loss="exponential", n_estimators=15,
+                                                      max_depth=2, random_state=10), "binary"),
+        ("gb_multi", GradientBoostingClassifier(n_estimators=20, max_depth=2, learning_rate=0.3,
+                                                random_state=11), "multi"),
+        ("gb_reg", GradientBoostingRegressor(n_estimators=30, max_depth=3, random_state=12),
+         "diabetes"),
+        ("gb_huber", GradientBoostingRegressor(loss="huber", n_estimators=10, max_depth=4,
+                                               learning_rate=0.05, random_state=13), "reg"),
+        ("dt_many_classes", DecisionTreeClassifier(max_depth=5, random_state=14), "many"),
+        ("dt_reg", DecisionTreeRegressor(max_depth=6, random_state=15), "diabetes"),
+    ]
+    models = []
+    for name, est, key in specs:
+        X, y = data[key]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            est.fit(X, y)
+        models.append((name, est, key, ".pkl" if name == "dt_reg" else ".joblib"))
+    return models
+
+
+def tree_list(est):
+    """The fitted trees in pacset's order (GradientBoosting: stage-major)."""
+    if hasattr(est, "tree_"):
+        return [est]
+    stages = np.asarray(est.estimators_, dtype=object)
+    if stages.ndim == 2:
+        return [stages[i, k] for i in range(stages.shape[0]) for k in range(stages.shape[1])]
+    return list(est.estimators_)
+
+
+def adversarial_rows(est, X, rng):
+    d = X.shape[1]
+    pairs = []
+    for t in tree_list(est)[:THRESHOLD_TREES]:
+        tr = t.tree_
+        internal = tr.children_left != -1
+        pairs.extend(zip(tr.feature[internal].tolist(), tr.threshold[internal].tolist()))
+    if len(pairs) > MAX_THRESHOLDS:
+        pairs = [pairs[i] for i in rng.choice(len(pairs), MAX_THRESHOLDS, replace=False)]
+    rows = []
+    base = X[rng.integers(len(X), size=len(pairs) * 16 + 1)]
+    b = 0
+    for f, t in pairs:
+        t = np.float64(t)
+        t32 = np.float32(t)  # nearest float32
+        candidates = [t, np.nextafter(t, np.inf), np.nextafter(t, -np.inf)]
+        for g in (t32, np.nextafter(t32, np.float32(np.inf)),
+                  np.nextafter(t32, np.float32(-np.inf))):
+            g64 = np.float64(g)
+            candidates.append(g64)
+            for h in (np.nextafter(g, np.float32(np.inf)), np.nextafter(g, np.float32(-np.inf))):
+                h64 = np.float64(h)
+                mid = (g64 + h64) / 2  # half a float32 ulp away: not a float32, a rounding tie
+                candidates.extend([mid, np.nextafter(mid, g64), np.nextafter(mid, h64)])
+        for v in dict.fromkeys(float(c) for c in candidates):
+            r = base[b].copy()
+            b = (b + 1) % len(base)
+            r[f] = v
+            rows.append(r)
+    special = [0.0, -0.0, 1e30, -1e30, 1e-40, -1e-40, 1e-320, float(np.finfo(np.float32).max)]
+    for v in special:
+        rows.append(np.full(d, v))
+        for f in range(d):
+            r = X[rng.integers(len(X))].copy()
+            r[f] = v
+            rows.append(r)
+    rows.extend(X[rng.choice(len(X), size=min(200, len(X)), replace=False)])
+    rows.extend(rng.normal(size=(100, d)) * X.std(axis=0) * 3 + X.mean(axis=0))
+    return np.array(rows, dtype=np.float64)
+
+
+def nan_rows(est, X, rng):
+    d = X.shape[1]
+    rows = [np.full(d, np.nan)]
+    for t in tree_list(est)[:THRESHOLD_TREES]:
+        tr = t.tree_
+        for f in np.unique(tr.feature[tr.children_left != -1]):
+            r = X[rng.integers(len(X))].copy()
+            r[f] = np.nan
+            rows.append(r)
+    some = X[rng.integers(len(X), size=300)].copy()
+    some[rng.random(size=some.shape) < 0.3] = np.nan
+    rows.extend(some)
+    return np.array(rows, dtype=np.float64)
+
+
+def documented_leaves(est, X):
+    """Leaf ids by the documented rule: float32(x) <= threshold goes left; NaN
+    goes to the child with more n_node_samples, right on a tie."""
+    X32 = X.astype(np.float32)
+    n = len(X)
+    out = []
+    for t in tree_list(est):
+        tr = t.tree_
+        left, right = tr.children_left, tr.children_right
+        samples = tr.n_node_samples
+        node = np.zeros(n, dtype=np.int64)
+        active = left[node] != -1
+        while active.any():
+            idx = np.nonzero(active)[0]
+            nd = node[idx]
+            x = X32[idx, tr.feature[nd]].astype(np.float64)
+            go_left = np.where(np.isnan(x), samples[left[nd]] > samples[right[nd]],
+                               x <= tr.threshold[nd])
+            node[idx] = np.where(go_left, left[nd], right[nd])
+            active = left[node] != -1
+        out.append(node)
+    return np.stack(out, axis=1)
+
+
+class Stats:
+    def __init__(self):
+        self.models = 0
+        self.rows = 0
+        self.nan_rows = 0
+        self.values = 0
+        self.identical = 0
+        self.max_diff = 0.0
+        self.leaves = 0
+
+    def values_compared(self, got, want):
+        want = np.asarray(want, dtype=np.float64).reshape(got.shape)
+        self.values += got.size
+        self.identical += int(np.sum(got.view(np.uint64) == want.view(np.uint64)))
+        if got.size:
+            self.max_diff = max(self.max_diff, float(np.max(np.abs(got - want))))
+
+
+def check_model(checker, stats, work, name, est, ext, X, rng, exporter):
+    path = os.path.join(work, name + ext)
+    if ext == ".pkl":
+        with open(path, "wb") as f:
+            pickle.dump(est, f)
+    else:
+        joblib.dump(est, path)
+    json_path = os.path.join(work, name + ".json")
+    exported = subprocess.run([sys.executable, exporter, path, "-o", json_path],
+                              capture_output=True, text=True)
+    if exported.returncode != 0:
+        checker.expect(False, f"{name}: pacset-sklearn-export failed ({exported.returncode}): "
+                              f"{exported.stderr.strip()}")
+        return
+    rows = adversarial_rows(est, X, rng)
+    rows_csv = exactlib.write_rows(os.path.join(work, name + "_rows.csv"), rows)
+    failures_before = len(checker.failures)
+    is_classifier = hasattr(est, "classes_")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        want = est.predict_proba(rows) if is_classifier else est.predict(rows)
+        want_leaf = est.apply(rows).reshape(len(rows), -1)
+        # decision_function for GradientBoostingClassifier; the others' margin
+        # is their prediction (mean of leaf vectors, or the raw regression).
+        want_margin = est.decision_function(rows) if hasattr(est, "decision_function") else want
+    # The pickle end to end (pacset runs the exporter), then the exported JSON.
+    got = checker.predict(path, rows_csv)
+    err = checker.close(name, "predict", got, want, TOLERANCE)
+    stats.values_compared(got, want)
+    if is_classifier:
+        same = np.argmax(got, axis=1) == np.argmax(np.asarray(want).reshape(got.shape), axis=1)
+        checker.expect(bool(same.all()),
+                       f"{name} argmax: {int((~same).sum())} rows differ, first "
+                       f"{np.nonzero(~same)[0][:3]}")
+    got_json = checker.predict(json_path, rows_csv)
+    checker.expect(np.array_equal(got_json.view(np.uint64), got.view(np.uint64)),
+                   f"{name}: the exported JSON and the pickle predict differently")
+    got_margin = checker.predict(json_path, rows_csv, "--margin")
+    err = max(err or 0.0, checker.close(name, "margin", got_margin, want_margin, TOLERANCE) or 0.0)
+    stats.values_compared(got_margin, want_margin)
+    got_leaf = checker.predict(json_path, rows_csv, "--leaf")
+    checker.same_ints(name, "leaf", got_leaf, want_leaf)
+    checker.same_ints(name, "leaf (documented rule, no NaN)", got_leaf,
+                      documented_leaves(est, rows))
+    stats.leaves += got_leaf.size
+    # Missing values: the documented rule.
+    nans = nan_rows(est, X, rng)
+    nans_csv = exactlib.write_rows(os.path.join(work, name + "_nan.csv"), nans)
+    got_nan_leaf = checker.predict(json_path, nans_csv, "--leaf")
+    checker.same_ints(name, "leaf (NaN rows)", got_nan_leaf, documented_leaves(est, nans))
+    stats.leaves += got_nan_leaf.size
+    stats.models += 1
+    stats.rows += len(rows)
+    stats.nan_rows += len(nans)
+    verdict = "ok" if len(checker.failures) == failures_before else "MISMATCH"
+    print(f"{name:16s} {type(est).__name__:27s} {len(tree_list(est)):3d} trees  "
+          f"{len(rows):5d} rows + {len(nans):4d} NaN rows  max |diff| {err:.3g}  {verdict}")
+
+
+def check_errors(checker, work, data):
+    X, y = data["iris"]
+    rows_csv = exactlib.write_rows(os.path.join(work, "iris_rows.csv"), X[:5])
+
+    garbage = os.path.join(work, "garbage.joblib")
+    with open(garbage, "wb") as f:
+        f.write(b"\x80\x04this is not a pickle")
+    rc, err = checker.run_fail(garbage, rows_csv)
+    checker.expect(rc == 1 and "cannot load" in err and "Traceback" not in err
+                   and len(err.splitlines()) == 1,
+                   f"garbage file: expected exit 1 and one line 'cannot load', got {rc}: {err}")
+
+    not_model = os.path.join(work, "dict.pkl")
+    with open(not_model, "wb") as f:
+        pickle.dump({"weights": [1, 2, 3]}, f)
+    rc, err = checker.run_fail(not_model, rows_csv)
+    checker.expect(rc == 1 and "dict" in err and "not supported" in err,
+                   f"pickled dict: expected exit 1 naming dict as not supported, got {rc}: {err}")
+
+    unsupported = os.path.join(work, "hgb.joblib")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        joblib.dump(HistGradientBoostingClassifier(max_iter=3).fit(X, y), unsupported)
+    rc, err = checker.run_fail(unsupported, rows_csv)
+    checker.expect(rc == 1 and "HistGradientBoostingClassifier" in err and "not supported" in err,
+                   f"HistGradientBoosting: expected exit 1 'not supported', got {rc}: {err}")
+
+    multi = os.path.join(work, "multi_output.joblib")
+    joblib.dump(RandomForestRegressor(n_estimators=2, random_state=0).fit(X, np.c_[y, y]), multi)
+    rc, err = checker.run_fail(multi, rows_csv)
+    checker.expect(rc == 1 and "multi-output" in err and "not supported" in err,
+                   f"multi-output: expected exit 1 'multi-output ... not supported', "
+                   f"got {rc}: {err}")
+
+    good = os.path.join(work, "small.joblib")
+    joblib.dump(RandomForestClassifier(n_estimators=2, random_state=0).fit(X, y), good)
+    env = dict(os.environ, PACSET_PYTHON="/nonexistent")
+    out = subprocess.run([checker.pacset, "predict", good, "--input", rows_csv],
+                         capture_output=True, text=True, env=env)
+    err = out.stderr.strip()
+    checker.expect(out.returncode == 1 and "install" in err and "python3-sklearn" in err,
+                   f"PACSET_PYTHON=/nonexistent: expected exit 1 and an install hint, "
+                   f"got {out.returncode}: {err}")
+
+    # A python without scikit-learn (e.g. a pyenv one on PATH): exporter exit 3.
+    for candidate in (shutil.which("python3"), "/usr/local/bin/python3"):
+        if not candidate or os.path.realpath(candidate) == os.path.realpath(sys.executable):
+            continue
+        probe = subprocess.run([candidate, "-c", "import sklearn"], capture_output=True)
+        if probe.returncode == 0:
+            continue
+        env = dict(os.environ, PACSET_PYTHON=candidate)
+        out = subprocess.run([checker.pacset, "predict", good, "--input", rows_csv],
+                             capture_output=True, text=True, env=env)
+        err = out.stderr.strip()
+        checker.expect(out.returncode == 1
+                       and "apt-get install python3-sklearn python3-joblib" in err,
+                       f"PACSET_PYTHON={candidate} (no sklearn): expected the apt-get hint, "
+                       f"got {out.returncode}: {err}")
+        break
+
+
+def find_exporter(pacset):
+    beside = os.path.join(os.path.dirname(os.path.abspath(pacset)), "pacset-sklearn-export")
+    if os.path.exists(beside):
+        return beside
+    here = os.path.dirname(os.path.abspath(__file__))
+    return os.path.join(here, "..", "..", "tools", "pacset-sklearn-export")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--pacset", required=True)
+    ap.add_argument("--keep", help="keep models and rows in this directory")
+    args = ap.parse_args()
+    if not os.access(args.pacset, os.X_OK):
+        print(f"sklearn_exact_test: {args.pacset} is not an executable", file=sys.stderr)
+        return 2
+    rng = np.random.default_rng(20261130)
+    checker = exactlib.Checker(args.pacset)
+    stats = Stats()
+    exporter = find_exporter(args.pacset)
+    with tempfile.TemporaryDirectory() as tmp:
+        work = args.keep or tmp
+        os.makedirs(work, exist_ok=True)
+        data = datasets_for(rng)
+        for name, est, key, ext in train_models(data):
+            check_model(checker, stats, work, name, est, ext, data[key][0], rng, exporter)
+        check_errors(checker, work, data)
+    print(f"scikit-learn exactness: {stats.models} models, {stats.rows} rows "
+          f"+ {stats.nan_rows} rows with NaN; {stats.values} predictions/margins compared, "
+          f"{stats.identical} bit-identical, max |diff| {stats.max_diff:.3g} "
+          f"(tolerance {TOLERANCE:g}); {stats.leaves} leaf ids compared")
+    return checker.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
