@@ -10,7 +10,7 @@
 namespace pacset {
 namespace {
 
-enum class Order { kBfs, kDfs, kWdfs, kBlockWdfs };
+enum class Order { kBfs, kDfs, kWdfs, kBlockWdfs, kBlockBestFirst };
 
 // The stored-or-traversable children of global node g (none for a leaf).
 struct Kids {
@@ -52,7 +52,8 @@ class ForestLayout : public LayoutPolicy {
       case Order::kBfs: PlaceBfs(in, filler, p, roots); break;
       case Order::kDfs: PlaceDfs(in, filler, p, roots, /*weighted=*/false); break;
       case Order::kWdfs: PlaceDfs(in, filler, p, roots, /*weighted=*/true); break;
-      case Order::kBlockWdfs: PlaceBlockWdfs(in, filler, p, roots); break;
+      case Order::kBlockWdfs: PlaceBlockAligned(in, filler, p, roots, false); break;
+      case Order::kBlockBestFirst: PlaceBlockAligned(in, filler, p, roots, true); break;
     }
     p.node_blocks = filler.blocks_used();
     return p;
@@ -190,52 +191,58 @@ class ForestLayout : public LayoutPolicy {
     }
   }
 
-  // Block-aligned WDFS: fill each block by weighted DFS starting from the
-  // hottest unplaced subtree root of the whole forest; when the next node
-  // does not fit, the unfinished DFS frontier goes back to the pool and the
-  // next block restarts from the hottest root in the pool.
-  static void PlaceBlockWdfs(const PackInput& in, BlockFiller& filler, Placement& p,
-                             const std::vector<std::vector<uint64_t>>& roots) {
+  // Block-aligned weighted placement. Each block is filled starting from
+  // the hottest unplaced subtree root of the whole forest (the pool); when
+  // the next node does not fit, the block's unfinished frontier goes back to
+  // the pool and the next block restarts from the hottest root there. Cold
+  // nodes therefore end up together at the end.
+  //  - kBlockWdfs (the paper's block-aligned WDFS): inside a block, depth
+  //    first, heavier child first.
+  //  - kBlockBestFirst (pacset's default): inside a block, always expand the
+  //    hottest frontier node. Only which nodes share a block matters for I/O,
+  //    and best-first keeps a heavy sibling near the chunk root in the block
+  //    instead of the deep, rarely used end of the heavy path.
+  static void PlaceBlockAligned(const PackInput& in, BlockFiller& filler, Placement& p,
+                                const std::vector<std::vector<uint64_t>>& roots, bool best_first) {
     const Forest& f = *in.forest;
-    // tree of each node, to find children's ids
     auto tree_base_of = [&](uint64_t g) {
       auto it = std::upper_bound(f.tree_offset.begin(), f.tree_offset.end(), g);
       return *(it - 1);
     };
-    auto hotter = [&](uint64_t a, uint64_t b) {  // priority_queue wants "less"
+    auto colder = [&](uint64_t a, uint64_t b) {  // priority_queue wants "less"
       if (in.weight[a] != in.weight[b]) return in.weight[a] < in.weight[b];
       return a > b;  // ties: lower id first, for deterministic files
     };
-    std::priority_queue<uint64_t, std::vector<uint64_t>, decltype(hotter)> pool(hotter);
+    using Heap = std::priority_queue<uint64_t, std::vector<uint64_t>, decltype(colder)>;
+    Heap pool(colder), frontier(colder);
+    std::vector<uint64_t> stack;
     for (const auto& r : roots)
       for (uint64_t g : r) pool.push(g);
-    // (node, base of its tree)
-    std::vector<std::pair<uint64_t, uint64_t>> stack;
+    auto local_empty = [&] { return best_first ? frontier.empty() : stack.empty(); };
     while (true) {
-      if (stack.empty()) {
+      if (local_empty()) {
         if (pool.empty()) break;
-        uint64_t g = pool.top();
+        (best_first ? frontier.push(pool.top()) : stack.push_back(pool.top()));
         pool.pop();
-        stack.push_back({g, tree_base_of(g)});
       }
-      auto [g, base] = stack.back();
+      const uint64_t g = best_first ? frontier.top() : stack.back();
       if (in.units[g] > 0 && !filler.Fits(in.units[g])) {
-        // Block boundary: defer the rest of this DFS, restart from the hottest.
-        for (auto& s : stack) pool.push(s.first);
+        // Block boundary: defer this block's frontier, restart from the hottest.
+        for (; !frontier.empty(); frontier.pop()) pool.push(frontier.top());
+        for (uint64_t s : stack) pool.push(s);
         stack.clear();
         filler.NewBlock();
         continue;
       }
-      stack.pop_back();
+      (best_first ? frontier.pop() : stack.pop_back());
       Put(in, filler, p, g);
-      Kids k = ChildrenOf(f, g, base);
+      Kids k = ChildrenOf(f, g, tree_base_of(g));
       if (k.left == kUnplaced) continue;
-      if (Heavier(in, k.left, k.right)) {
-        if (in.units[k.right] > 0) stack.push_back({k.right, base});
-        if (in.units[k.left] > 0) stack.push_back({k.left, base});
-      } else {
-        if (in.units[k.left] > 0) stack.push_back({k.left, base});
-        if (in.units[k.right] > 0) stack.push_back({k.right, base});
+      // Push the lighter child first so the heavier one is on top of the stack.
+      const bool left_heavier = Heavier(in, k.left, k.right);
+      for (uint64_t c : {left_heavier ? k.right : k.left, left_heavier ? k.left : k.right}) {
+        if (in.units[c] == 0) continue;
+        (best_first ? frontier.push(c) : stack.push_back(c));
       }
     }
   }
@@ -255,7 +262,8 @@ std::unique_ptr<LayoutPolicy> MakeLayoutPolicy(LayoutKind kind) {
     case LayoutKind::kBinBfs: return std::make_unique<ForestLayout>(Order::kBfs, true);
     case LayoutKind::kBinDfs: return std::make_unique<ForestLayout>(Order::kDfs, true);
     case LayoutKind::kBinWdfs: return std::make_unique<ForestLayout>(Order::kWdfs, true);
-    case LayoutKind::kPacset: return std::make_unique<ForestLayout>(Order::kBlockWdfs, true);
+    case LayoutKind::kBinBlockWdfs: return std::make_unique<ForestLayout>(Order::kBlockWdfs, true);
+    case LayoutKind::kPacset: return std::make_unique<ForestLayout>(Order::kBlockBestFirst, true);
   }
   return nullptr;
 }

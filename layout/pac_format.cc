@@ -30,6 +30,7 @@ const char* LayoutKindName(LayoutKind k) {
     case LayoutKind::kBinDfs: return "bin-dfs";
     case LayoutKind::kBinWdfs: return "bin-wdfs";
     case LayoutKind::kPacset: return "pacset";
+    case LayoutKind::kBinBlockWdfs: return "bin-block-wdfs";
   }
   return "?";
 }
@@ -130,8 +131,8 @@ StatusOr<PacHeader> PacHeader::DecodeFrom(const char* src, size_t avail, const s
   h.node_block_count = Get<uint64_t>(src, 104);
   h.bin_block_count = Get<uint64_t>(src, 112);
   h.max_depth = Get<uint32_t>(src, 120);
-  if (h.task > 2 || h.postprocess > 4 || h.aggregation > 1 || h.input_precision > 1 ||
-      h.accumulate_precision > 1 || h.node_format > 1 || h.layout > 7 || h.cardinality_source > 4)
+  if (h.task > 2 || h.postprocess > 5 || h.aggregation > 1 || h.input_precision > 1 ||
+      h.accumulate_precision > 1 || h.node_format > 1 || h.layout > 8 || h.cardinality_source > 4)
     return bad("unknown enumeration value in the header");
   if (h.num_outputs == 0 || h.num_outputs > (1u << 20) ||
       (h.leaf_width != 1 && h.leaf_width != h.num_outputs))

@@ -31,6 +31,7 @@ enum class LayoutKind : uint8_t {
   kBinDfs = 5,
   kBinWdfs = 6,
   kPacset = 7,
+  kBinBlockWdfs = 8,
 };
 
 enum class NodeFormat : uint8_t {

@@ -15,7 +15,11 @@
 //               interleaved bins (the top bin_depth levels of trees_per_bin
 //               trees striped level by level into one block), then the
 //               residual subtrees in bfs / dfs / wdfs order
-//   pacset      interleaved bins + block-aligned WDFS residuals (the default)
+//   bin-block-wdfs
+//               interleaved bins + block-aligned WDFS residuals (the paper's
+//               PACSET, "binblockstat")
+//   pacset      interleaved bins + block-aligned residuals whose blocks are
+//               filled hottest-frontier-first (the default; see layouts.cc)
 #pragma once
 
 #include <cstdint>

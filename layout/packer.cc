@@ -21,17 +21,18 @@ StatusOr<LayoutKind> ParseLayoutKind(const std::string& name) {
     if (name == LayoutKindName(k)) return k;
   return Status::InvalidArgument("unknown layout '" + name +
                                  "' (expected bfs, dfs, wdfs, block-wdfs, bin-bfs, bin-dfs, "
-                                 "bin-wdfs or pacset)");
+                                 "bin-wdfs, bin-block-wdfs or pacset)");
 }
 
 std::vector<LayoutKind> AllLayoutKinds() {
-  return {LayoutKind::kBfs,    LayoutKind::kDfs,    LayoutKind::kWdfs,    LayoutKind::kBlockWdfs,
-          LayoutKind::kBinBfs, LayoutKind::kBinDfs, LayoutKind::kBinWdfs, LayoutKind::kPacset};
+  return {LayoutKind::kBfs,    LayoutKind::kDfs,    LayoutKind::kWdfs,
+          LayoutKind::kBlockWdfs, LayoutKind::kBinBfs, LayoutKind::kBinDfs,
+          LayoutKind::kBinWdfs, LayoutKind::kBinBlockWdfs, LayoutKind::kPacset};
 }
 
 bool LayoutHasBins(LayoutKind k) {
   return k == LayoutKind::kBinBfs || k == LayoutKind::kBinDfs || k == LayoutKind::kBinWdfs ||
-         k == LayoutKind::kPacset;
+         k == LayoutKind::kBinBlockWdfs || k == LayoutKind::kPacset;
 }
 
 Status ValidatePackOptions(const PackOptions& o) {

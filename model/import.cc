@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -202,6 +203,8 @@ StatusOr<Forest> ImportSklearnPickle(const std::string& path) {
       return Status::NotSupported(path + ": reading scikit-learn models needs python3: " + err);
     return Status::InvalidArgument(path + ": " + (err.empty() ? "exporter failed" : err));
   }
+  // Warnings (e.g. "pickled by another scikit-learn version") reach the user.
+  if (!err.empty()) std::fprintf(stderr, "%s\n", err.c_str());
   auto json = ReadWholeFile(json_tmpl);
   cleanup();
   if (!json.ok()) return json.status();

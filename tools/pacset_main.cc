@@ -24,7 +24,7 @@ CLI::Option* AddFormat(CLI::App* app, std::string* format) {
 
 void AddPackOptions(CLI::App* app, pacset::PackCliOptions* o) {
   app->add_option("--layout", o->layout,
-                  "bfs, dfs, wdfs, block-wdfs, bin-bfs, bin-dfs, bin-wdfs or pacset")
+                  "bfs, dfs, wdfs, block-wdfs, bin-bfs, bin-dfs, bin-wdfs, bin-block-wdfs or pacset")
       ->default_val("pacset");
   app->add_option("--block-size", o->block_size, "Block size: 4KiB .. 1MiB, a power of two")
       ->default_val("64KiB");
