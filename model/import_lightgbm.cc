@@ -127,8 +127,9 @@ bool ParseInt64(std::string_view s, int64_t* out) {
 }
 
 // Correctly rounded, locale-independent; accepts "inf", "-inf", "nan" as
-// LightGBM's writer ({fmt} "{:.17g}") spells them. Values beyond the double
-// range are errors (LightGBM never writes them).
+// LightGBM's writer ({fmt} "{:.17g}") spells them. Values that overflow, or
+// underflow to zero, are errors (LightGBM's "{:.17g}" never writes them;
+// subnormals read fine).
 bool ParseDouble(std::string_view s, double* out) {
   s = StripPlus(s);
   const char* end = s.data() + s.size();
