@@ -60,8 +60,20 @@ class ForestLayout : public LayoutPolicy {
   }
 
  private:
+  // Places g (once). A leaf record is placed right after its parent when it
+  // fits in the same block, so reaching a leaf costs no extra block there.
   static void Put(const PackInput& in, BlockFiller& filler, Placement& p, uint64_t g) {
-    if (in.units[g] > 0) p.pos[g] = filler.Place(in.units[g]);
+    if (in.units[g] == 0 || p.pos[g] != kUnplaced) return;
+    p.pos[g] = filler.Place(in.units[g]);
+    const Forest& f = *in.forest;
+    if (f.left_child[g] < 0) return;
+    const uint64_t base = f.tree_offset[in.tree_of[g]];
+    for (int32_t c : {f.left_child[g], f.right_child[g]}) {
+      const uint64_t cg = base + c;
+      if (f.left_child[cg] < 0 && in.units[cg] > 0 && p.pos[cg] == kUnplaced &&
+          filler.Fits(in.units[cg]))
+        p.pos[cg] = filler.Place(in.units[cg]);
+    }
   }
 
   // Interleaved bins: trees are grouped into bins; each bin starts a block
@@ -205,10 +217,6 @@ class ForestLayout : public LayoutPolicy {
   static void PlaceBlockAligned(const PackInput& in, BlockFiller& filler, Placement& p,
                                 const std::vector<std::vector<uint64_t>>& roots, bool best_first) {
     const Forest& f = *in.forest;
-    auto tree_base_of = [&](uint64_t g) {
-      auto it = std::upper_bound(f.tree_offset.begin(), f.tree_offset.end(), g);
-      return *(it - 1);
-    };
     auto colder = [&](uint64_t a, uint64_t b) {  // priority_queue wants "less"
       if (in.weight[a] != in.weight[b]) return in.weight[a] < in.weight[b];
       return a > b;  // ties: lower id first, for deterministic files
@@ -226,7 +234,7 @@ class ForestLayout : public LayoutPolicy {
         pool.pop();
       }
       const uint64_t g = best_first ? frontier.top() : stack.back();
-      if (in.units[g] > 0 && !filler.Fits(in.units[g])) {
+      if (in.units[g] > 0 && p.pos[g] == kUnplaced && !filler.Fits(in.units[g])) {
         // Block boundary: defer this block's frontier, restart from the hottest.
         for (; !frontier.empty(); frontier.pop()) pool.push(frontier.top());
         for (uint64_t s : stack) pool.push(s);
@@ -236,7 +244,7 @@ class ForestLayout : public LayoutPolicy {
       }
       (best_first ? frontier.pop() : stack.pop_back());
       Put(in, filler, p, g);
-      Kids k = ChildrenOf(f, g, tree_base_of(g));
+      Kids k = ChildrenOf(f, g, f.tree_offset[in.tree_of[g]]);
       if (k.left == kUnplaced) continue;
       // Push the lighter child first so the heavier one is on top of the stack.
       const bool left_heavier = Heavier(in, k.left, k.right);

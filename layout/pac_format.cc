@@ -161,6 +161,11 @@ StatusOr<PacHeader> PacHeader::DecodeFrom(const char* src, size_t avail, const s
       return bad("section " + std::to_string(i) + " starts inside a block trailer");
     if (s.count > file_bytes || SectionEnd(s, h.block_size) > file_bytes)
       return bad("section " + std::to_string(i) + " extends past the end of the file");
+    if ((s.flags & kSectionRequired) &&
+        (s.type < static_cast<uint32_t>(SectionType::kTreeTable) ||
+         s.type > static_cast<uint32_t>(SectionType::kLeafIds)))
+      return Status::NotSupported(what + ": needs section type " + std::to_string(s.type) +
+                                  ", which this pacset does not know (written by a newer version)");
     h.sections.push_back(s);
   }
   for (SectionType t : {SectionType::kTreeTable, SectionType::kBaseScore, SectionType::kNodes}) {

@@ -103,6 +103,7 @@ void ComputeInput(const Forest& f, const PackOptions& o, NodeFormat fmt, PackInp
   in.weight.assign(n, 0.0);
   in.depth.assign(n, 0);
   in.reachable.assign(n, 0);
+  in.tree_of.assign(n, 0);
   in.bin_depth = LayoutHasBins(o.layout) ? o.bin_depth : 0;
   in.trees_per_bin = o.trees_per_bin;
   const uint32_t node_units = fmt == NodeFormat::kCompact16 ? 1 : 2;
@@ -115,6 +116,7 @@ void ComputeInput(const Forest& f, const PackOptions& o, NodeFormat fmt, PackInp
     const uint64_t base = f.tree_offset[t];
     const double root_card = f.cardinality[base];
     const bool use_card = known && root_card > 0;
+    for (uint64_t g = base; g < f.tree_offset[t + 1]; ++g) in.tree_of[g] = static_cast<uint32_t>(t);
     stack.assign(1, base);
     in.depth[base] = 0;
     while (!stack.empty()) {

@@ -21,6 +21,7 @@ struct PackInput {
   std::vector<double> weight;   // access probability per traversal of its tree
   std::vector<uint32_t> depth;  // edges from the tree root (reachable nodes only)
   std::vector<uint8_t> reachable;
+  std::vector<uint32_t> tree_of;  // tree index of every node
   uint32_t bin_depth = 0;
   uint32_t trees_per_bin = 0;   // 0 = auto
 

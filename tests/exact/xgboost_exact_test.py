@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""Exactness against the real XGBoost (Debian's python3-xgboost).
+"""Exactness against the real XGBoost (Debian's python3-xgboost), from the
+model file and from packed .pac files in several layouts.
 
 Trains small models of every supported objective (including random-forest
 mode and training data with missing values, so both default directions
@@ -144,6 +145,22 @@ def main():
                                   checker.predict(path, infs_csv, "--margin"), want_inf_margin)
                 checker.same_bits(label, "predict(4 threads)",
                                   checker.predict(path, rows_csv, "--threads", "4"), want_pred)
+            # Every packed layout predicts the same bits (bundled mmap engine).
+            for layout, bs in (("pacset", "4KiB"), ("dfs", "64KiB"), ("bin-bfs", "8KiB")):
+                pac = os.path.join(work, f"{name}.{layout}.pac")
+                subprocess.run([args.pacset, "pack", os.path.join(work, f"{name}.json"), "-o", pac,
+                                "--layout", layout, "--block-size", bs], check=True,
+                               capture_output=True)
+                label = f"{name}.{layout}.pac"
+                checker.same_bits(label, "predict", checker.predict(pac, rows_csv), want_pred)
+                checker.same_bits(label, "margin", checker.predict(pac, rows_csv, "--margin"),
+                                  want_margin)
+                checker.same_ints(label, "leaf", checker.predict(pac, rows_csv, "--leaf"),
+                                  want_leaf)
+                checker.same_bits(label, "predict(inf)", checker.predict(pac, infs_csv),
+                                  want_inf_pred)
+                checker.same_bits(label, "predict(3 threads)",
+                                  checker.predict(pac, rows_csv, "--threads", "3"), want_pred)
             verdict = ("predictions, margins and leaves identical"
                        if len(checker.failures) == failures_before else "MISMATCH")
             print(f"{name}: {len(rows)} + {len(infs)} rows, {booster.num_boosted_rounds()} rounds:"

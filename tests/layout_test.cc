@@ -1,0 +1,361 @@
+// The packer and the engine: every layout, block size, bin depth and node
+// format predicts exactly what the in-memory forest predicts.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <set>
+
+#include "layout/engine.h"
+#include "layout/pack.h"
+#include "model/predict.h"
+#include "tests/random_forest.h"
+
+namespace pacset {
+namespace {
+
+using testing::Flavor;
+using testing::MakeAdversarialRows;
+using testing::MakeRandomForest;
+using testing::RandomForestSpec;
+
+std::unique_ptr<PacEngine> PackAndOpen(const Forest& f, const PackOptions& o,
+                                       PackReport* report = nullptr) {
+  auto bytes = PackForestToBuffer(f, o, report);
+  EXPECT_TRUE(bytes.ok()) << bytes.status().ToString();
+  if (!bytes.ok()) return nullptr;
+  auto file = PacFile::FromBuffer(std::move(bytes).value(), "test.pac");
+  EXPECT_TRUE(file.ok()) << file.status().ToString();
+  if (!file.ok()) return nullptr;
+  auto engine = PacEngine::FromFile(std::move(file).value());
+  EXPECT_TRUE(engine.ok()) << engine.status().ToString();
+  return engine.ok() ? std::move(engine).value() : nullptr;
+}
+
+// Bit-identical margins, predictions and leaf ids against ForestPredictor.
+void ExpectSameAsInMemory(const Forest& f, const PacEngine& e, const RowMatrix& rows,
+                          const std::string& what) {
+  ForestPredictor ref(f);
+  std::vector<double> got_margin, got_pred;
+  ASSERT_TRUE(e.PredictAll(rows, true, 1, &got_margin).ok()) << what;
+  ASSERT_TRUE(e.PredictAll(rows, false, 2, &got_pred).ok()) << what;
+  std::vector<int32_t> leaves;
+  ASSERT_TRUE(e.PredictLeaves(rows, 1, &leaves).ok()) << what;
+  const size_t K = f.num_outputs, C = f.num_prediction_columns();
+  std::vector<double> want(std::max(K, C));
+  for (size_t r = 0; r < rows.num_rows; ++r) {
+    ref.PredictMargin(rows.row(r), want.data());
+    ASSERT_EQ(0, std::memcmp(want.data(), &got_margin[r * K], K * 8)) << what << " margin row " << r;
+    ref.Predict(rows.row(r), want.data());
+    ASSERT_EQ(0, std::memcmp(want.data(), &got_pred[r * C], C * 8)) << what << " row " << r;
+    for (size_t t = 0; t < f.num_trees(); ++t)
+      ASSERT_EQ(ref.LeafIndex(t, rows.row(r)), leaves[r * f.num_trees() + t])
+          << what << " leaf row " << r << " tree " << t;
+  }
+}
+
+struct Case {
+  Flavor flavor;
+  const char* name;
+};
+
+class EveryLayout : public ::testing::TestWithParam<Case> {};
+
+TEST_P(EveryLayout, PredictsExactlyLikeTheInMemoryForest) {
+  RandomForestSpec spec;
+  spec.flavor = GetParam().flavor;
+  spec.trees = 24;
+  spec.max_depth = 9;
+  spec.seed = 7;
+  const Forest f = MakeRandomForest(spec);
+  ASSERT_TRUE(f.Validate().ok()) << f.Validate().ToString();
+  const RowMatrix rows = MakeAdversarialRows(f, 300, 11);
+  for (LayoutKind layout : AllLayoutKinds()) {
+    for (uint32_t bs : {4096u, 8192u, 65536u}) {
+      for (uint32_t depth : {1u, 2u, 3u}) {
+        if (!LayoutHasBins(layout) && depth != 2) continue;
+        for (bool wide : {false, true}) {
+          PackOptions o;
+          o.layout = layout;
+          o.block_size = bs;
+          o.bin_depth = depth;
+          o.force_wide_nodes = wide;
+          auto e = PackAndOpen(f, o);
+          ASSERT_NE(e, nullptr);
+          ExpectSameAsInMemory(f, *e, rows,
+                               std::string(GetParam().name) + " " + LayoutKindName(layout) + " bs " +
+                                   std::to_string(bs) + " depth " + std::to_string(depth) +
+                                   (wide ? " wide" : ""));
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Flavors, EveryLayout,
+                         ::testing::Values(Case{Flavor::kXgboost, "xgboost"},
+                                           Case{Flavor::kSklearnProba, "sklearn-proba"},
+                                           Case{Flavor::kSklearnReg, "sklearn-reg"},
+                                           Case{Flavor::kLightgbm, "lightgbm"}),
+                         [](const auto& info) {
+                           std::string n = info.param.name;
+                           for (auto& c : n)
+                             if (c == '-') c = '_';
+                           return n;
+                         });
+
+TEST(Pack, IsDeterministic) {
+  const Forest f = MakeRandomForest({});
+  PackOptions o;
+  o.block_size = 4096;
+  auto a = PackForestToBuffer(f, o), b = PackForestToBuffer(f, o);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(*a, *b);
+}
+
+TEST(Pack, ChoosesCompactNodesForFloat32ForestsAndWideForFloat64Thresholds) {
+  PackReport r;
+  ASSERT_NE(PackAndOpen(MakeRandomForest({}), PackOptions{}, &r), nullptr);
+  EXPECT_EQ(r.node_format, NodeFormat::kCompact16);
+  EXPECT_EQ(r.node_format_reason, "");
+  RandomForestSpec spec;
+  spec.flavor = Flavor::kLightgbm;
+  ASSERT_NE(PackAndOpen(MakeRandomForest(spec), PackOptions{}, &r), nullptr);
+  EXPECT_EQ(r.node_format, NodeFormat::kWide32);
+  EXPECT_NE(r.node_format_reason.find("float32 cannot hold"), std::string::npos);
+}
+
+TEST(Pack, Float64ForestWithFloat32ThresholdsStaysCompactAndExact) {
+  RandomForestSpec spec;
+  spec.flavor = Flavor::kLightgbm;
+  Forest f = MakeRandomForest(spec);
+  for (auto& t : f.threshold) t = static_cast<float>(t);
+  PackReport r;
+  auto e = PackAndOpen(f, PackOptions{}, &r);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(r.node_format, NodeFormat::kCompact16);
+  ExpectSameAsInMemory(f, *e, MakeAdversarialRows(f, 200, 3), "float32-valued float64 thresholds");
+}
+
+TEST(Pack, InlinesXgboostLeavesAndOneHotClassLeaves) {
+  PackReport r;
+  const Forest xgb = MakeRandomForest({});
+  ASSERT_NE(PackAndOpen(xgb, PackOptions{}, &r), nullptr);
+  EXPECT_EQ(r.num_leaf_records, 0u);
+  EXPECT_GT(r.inlined_leaves, 0u);
+  RandomForestSpec spec;
+  spec.flavor = Flavor::kSklearnProba;
+  ASSERT_NE(PackAndOpen(MakeRandomForest(spec), PackOptions{}, &r), nullptr);
+  EXPECT_GT(r.inlined_leaves, 0u);   // pure leaves become class ids
+  EXPECT_GT(r.num_leaf_records, 0u); // impure ones are records
+}
+
+TEST(Pack, RejectsBadBlockSizesAndBinDepths) {
+  const Forest f = MakeRandomForest({});
+  PackOptions o;
+  o.block_size = 3000;
+  EXPECT_EQ(PackForestToBuffer(f, o).status().code(), StatusCode::kInvalidArgument);
+  o.block_size = 2048;
+  EXPECT_FALSE(PackForestToBuffer(f, o).ok());
+  o.block_size = 2u << 20;
+  EXPECT_FALSE(PackForestToBuffer(f, o).ok());
+  o.block_size = 4096;
+  o.bin_depth = 0;
+  EXPECT_FALSE(PackForestToBuffer(f, o).ok());
+}
+
+TEST(Pack, RejectsLeafVectorsLargerThanABlock) {
+  RandomForestSpec spec;
+  spec.flavor = Flavor::kSklearnProba;
+  spec.outputs = 600;  // 4800-byte leaf vectors
+  spec.trees = 2;
+  const Forest f = MakeRandomForest(spec);
+  PackOptions o;
+  o.block_size = 4096;
+  auto r = PackForestToBuffer(f, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("larger --block-size"), std::string::npos);
+  o.block_size = 8192;
+  EXPECT_TRUE(PackForestToBuffer(f, o).ok());
+}
+
+// The first block of the node region holds the bin: every tree's root.
+TEST(InterleavedBins, StripeTheRootsOfAllTreesOfABinIntoOneBlock) {
+  RandomForestSpec spec;
+  spec.trees = 60;
+  const Forest f = MakeRandomForest(spec);
+  PackOptions o;
+  o.block_size = 4096;  // 255 node slots: 60 trees x 3 nodes fit
+  auto e = PackAndOpen(f, o);
+  ASSERT_NE(e, nullptr);
+  const PacHeader& h = e->file().header();
+  EXPECT_EQ(h.trees_per_bin, 60u);
+  std::set<uint64_t> root_blocks;
+  for (const TreeRecord& t : e->file().trees())
+    if (t.root_kind == 0) root_blocks.insert(t.root * 16 / h.block_size);
+  EXPECT_EQ(root_blocks, std::set<uint64_t>{h.node_first_block});
+}
+
+TEST(InterleavedBins, StartANewBinWhenTheBlockIsFull) {
+  RandomForestSpec spec;
+  spec.trees = 200;  // 200 x 3 nodes > 255 slots
+  const Forest f = MakeRandomForest(spec);
+  PackOptions o;
+  o.block_size = 4096;
+  PackReport r;
+  auto e = PackAndOpen(f, o, &r);
+  ASSERT_NE(e, nullptr);
+  EXPECT_GE(r.num_bins, 3u);
+  // Each bin starts its own block: the roots sit in exactly num_bins blocks.
+  const PacHeader& h = e->file().header();
+  std::set<uint64_t> root_blocks;
+  for (const TreeRecord& t : e->file().trees())
+    if (t.root_kind == 0) root_blocks.insert(t.root * 16 / h.block_size);
+  EXPECT_EQ(root_blocks.size(), r.num_bins);
+}
+
+TEST(InterleavedBins, HonourAnExplicitTreesPerBin) {
+  RandomForestSpec spec;
+  spec.trees = 30;
+  PackOptions o;
+  o.block_size = 4096;
+  o.trees_per_bin = 10;
+  PackReport r;
+  ASSERT_NE(PackAndOpen(MakeRandomForest(spec), o, &r), nullptr);
+  EXPECT_EQ(r.num_bins, 3u);
+  EXPECT_EQ(r.trees_per_bin, 10u);
+}
+
+// A hand-made forest where cardinalities decide the order.
+Forest SkewedChain() {
+  Forest f;
+  f.num_features = 1;
+  f.base_score = {0};
+  f.cardinality_source = CardinalitySource::kTraining;
+  // root(100) -> left leaf(10), right node(90) -> left node(80) -> ... leaves
+  const uint64_t b = f.AddTree(0, 7);
+  auto split = [&](int i, int l, int r, double c) {
+    f.left_child[b + i] = l;
+    f.right_child[b + i] = r;
+    f.threshold[b + i] = static_cast<float>(i);
+    f.cardinality[b + i] = c;
+  };
+  split(0, 1, 2, 100);
+  f.cardinality[b + 1] = 10;
+  split(2, 3, 4, 90);
+  split(3, 5, 6, 80);
+  f.cardinality[b + 4] = 10;
+  f.cardinality[b + 5] = 30;
+  f.cardinality[b + 6] = 50;
+  return f;
+}
+
+TEST(Wdfs, PlacesTheHeavierChildFirst) {
+  const Forest f = SkewedChain();
+  PackOptions o;
+  o.layout = LayoutKind::kWdfs;
+  o.block_size = 4096;
+  auto e = PackAndOpen(f, o);
+  ASSERT_NE(e, nullptr);
+  // Root at the start of the node region; its heavier (right) child right after it.
+  const PacHeader& h = e->file().header();
+  const uint64_t first = h.node_first_block * h.block_size / 16;
+  EXPECT_EQ(e->file().trees()[0].root, first);
+  CompactNode root;
+  std::memcpy(&root, e->file().data() + first * 16, 16);
+  EXPECT_EQ(root.right, first + 1);
+  o.layout = LayoutKind::kDfs;
+  e = PackAndOpen(f, o);
+  std::memcpy(&root, e->file().data() + first * 16, 16);
+  // dfs: the left child is a leaf (inlined), so the right child is still next.
+  EXPECT_EQ(root.right, first + 1);
+}
+
+// Block-aligned WDFS: a block boundary restarts from the hottest unplaced
+// subtree of the whole forest, so cold nodes end up at the end.
+TEST(BlockAlignedWdfs, RestartsAtBlockBoundaryFromTheHottestSubtree) {
+  RandomForestSpec spec;
+  spec.trees = 40;
+  spec.max_depth = 12;
+  spec.split_probability = 0.95;
+  Forest f = MakeRandomForest(spec);
+  const RowMatrix rows = MakeAdversarialRows(f, 400, 5);
+  CalibrateCardinality(f, rows);  // weights that match the traffic below
+  for (LayoutKind k : {LayoutKind::kBlockWdfs, LayoutKind::kPacset}) {
+    PackOptions o;
+    o.layout = k;
+    o.block_size = 4096;
+    auto bytes = PackForestToBuffer(f, o);
+    ASSERT_TRUE(bytes.ok());
+    auto file = PacFile::FromBuffer(std::move(bytes).value(), "x");
+    ASSERT_TRUE(file.ok());
+    // Mean access probability of the nodes in each block must not increase
+    // much from one block to the next: hot blocks first, cold blocks last.
+    const PacHeader& h = (*file)->header();
+    auto engine = PacEngine::FromFile(std::move(file).value());
+    ASSERT_TRUE(engine.ok());
+    std::vector<double> hits(h.block_count, 0);
+    std::vector<uint64_t> touched;
+    for (size_t r = 0; r < rows.num_rows; ++r) {
+      ASSERT_TRUE((*engine)->TouchedBlocks(rows.row(r), &touched).ok());
+      for (uint64_t b : touched) hits[b] += 1;
+    }
+    const uint64_t first = h.node_first_block + h.bin_block_count;
+    const uint64_t last = h.node_first_block + h.node_block_count - 1;
+    ASSERT_GT(last, first + 6) << "need several residual blocks";
+    EXPECT_GT(hits[first] + hits[first + 1] + hits[first + 2],
+              2 * (hits[last] + hits[last - 1] + hits[last - 2]))
+        << LayoutKindName(k);
+  }
+}
+
+TEST(AnalyticalCount, PacsetTouchesFewerBlocksThanDfsAndBfsOnSkewedTrees) {
+  RandomForestSpec spec;
+  spec.trees = 64;
+  spec.max_depth = 16;
+  spec.split_probability = 0.9;
+  const Forest f = MakeRandomForest(spec);
+  const RowMatrix rows = MakeAdversarialRows(f, 200, 9);
+  std::map<LayoutKind, double> mean;
+  for (LayoutKind k : {LayoutKind::kBfs, LayoutKind::kDfs, LayoutKind::kPacset}) {
+    PackOptions o;
+    o.layout = k;
+    o.block_size = 4096;
+    auto e = PackAndOpen(f, o);
+    ASSERT_NE(e, nullptr);
+    std::vector<uint64_t> touched;
+    double sum = 0;
+    for (size_t r = 0; r < rows.num_rows; ++r) {
+      ASSERT_TRUE(e->TouchedBlocks(rows.row(r), &touched).ok());
+      sum += touched.size();
+    }
+    mean[k] = sum / rows.num_rows;
+  }
+  EXPECT_LT(mean[LayoutKind::kPacset], mean[LayoutKind::kDfs]);
+  EXPECT_LT(mean[LayoutKind::kPacset], mean[LayoutKind::kBfs]);
+}
+
+TEST(Engine, RefusesRowsOfTheWrongWidth) {
+  const Forest f = MakeRandomForest({});
+  auto e = PackAndOpen(f, PackOptions{});
+  RowMatrix rows;
+  rows.num_cols = f.num_features + 1;
+  rows.num_rows = 1;
+  rows.values.assign(rows.num_cols, 0.0);
+  std::vector<double> out;
+  EXPECT_EQ(e->PredictAll(rows, false, 1, &out).code(), StatusCode::kInvalidArgument);
+}
+
+TEST(Engine, LeafIdsNeedTheLeafIdSection) {
+  const Forest f = MakeRandomForest({});
+  PackOptions o;
+  o.leaf_ids = false;
+  auto e = PackAndOpen(f, o);
+  RowMatrix rows = MakeAdversarialRows(f, 3, 1);
+  std::vector<int32_t> leaves;
+  EXPECT_EQ(e->PredictLeaves(rows, 1, &leaves).code(), StatusCode::kNotSupported);
+  std::vector<double> out;
+  EXPECT_TRUE(e->PredictAll(rows, false, 1, &out).ok());
+}
+
+}  // namespace
+}  // namespace pacset
