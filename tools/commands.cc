@@ -301,8 +301,8 @@ Status RunPack(const PackCommandOptions& opts) {
               forest.num_trees(), static_cast<unsigned long long>(r.num_nodes),
               static_cast<unsigned long long>(r.num_leaf_records),
               static_cast<unsigned long long>(r.inlined_leaves), opts.output.c_str());
-  std::printf("  layout %s, %llu blocks of %s (%s): %llu metadata, %llu bins (%llu bins, up to %u "
-              "trees each), %llu residual, %llu leaf ids\n",
+  std::printf("  layout %s, %llu blocks of %s (%s): %llu metadata, %llu bin blocks (%llu bins of up "
+              "to %u trees), %llu residual, %llu leaf ids\n",
               LayoutKindName(po.layout), static_cast<unsigned long long>(r.block_count),
               HumanBytes(po.block_size).c_str(), HumanBytes(r.file_bytes).c_str(),
               static_cast<unsigned long long>(r.metadata_blocks),
