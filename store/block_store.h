@@ -1,0 +1,191 @@
+// Block stores: where the blocks of packed forests live.
+//
+// A store holds named forests. Each forest has generations: immutable,
+// complete copies of one .pac file (block i of the store = block i of the
+// file, trailer included; see layout/block.h). Publishing a new generation is
+// atomic: it is written completely, then the catalog entry for the name is
+// switched to it in one step. Readers address blocks by (name, generation,
+// block), so a reader that looked up generation g keeps reading g while a
+// newer one is published.
+//
+// Backends, chosen by URI (OpenBlockStore):
+//   rocksdb:PATH              embedded RocksDB (the default), one key per block
+//   dir:PATH                  a directory of plain .pac files, served with pread
+//   redis://[:PASSWORD@]HOST:PORT[/DB]   a Redis server shared by many hosts
+//
+// Integrity: every block returned by Get/MultiGet has passed VerifyBlock
+// (checksum and position). A mismatch is kCorruption naming forest,
+// generation and block; the bytes are never returned.
+//
+// Garbage: a generation that is no longer current and not pinned is garbage.
+// CollectGarbage() deletes garbage generations and leftovers of imports that
+// crashed before publishing; Publish and Delete call it (after they succeed;
+// a failure to collect does not fail them). A reader that keeps using a
+// generation across time (the filesystem, for an open file) pins it; pins
+// die with the process that holds them (see Pin()). A reader that did not pin
+// may find its generation gone after the next publish: Get then fails with
+// kCorruption ("missing from the store").
+//
+// Generations: numbers are allocated by BeginGeneration from a per-name
+// counter that survives Delete, so a (name, generation) pair is never reused
+// for different contents. An abandoned import's number is skipped. When two
+// imports of one name overlap, the first to publish wins; the other's Publish
+// fails with kAlreadyExists if a newer generation is already current.
+//
+// Pins and pending imports, per backend:
+//   rocksdb:, dir:  a pin is a file PATH/pins/NAME.GEN.PID held with flock(2)
+//                   by the pinning process; the kernel drops the lock when the
+//                   process dies, so CollectGarbage recognises (and removes) a
+//                   dead process's pin. A shared/exclusive flock on
+//                   PATH/pins/lock orders Pin against CollectGarbage, so Pin
+//                   either sees its generation still stored or fails with
+//                   kNotFound. A pending import is a "pending" marker
+//                   (rocksdb: a key written with the generation counter;
+//                   dir: the file forests/NAME/GEN.pac.pending, flock'ed by its
+//                   writer). rocksdb has one writer process at a time (its
+//                   LOCK file), so markers not owned by a live writer of this
+//                   process are leftovers; dir leftovers are pending files
+//                   whose flock is free.
+//   redis:          a pin or a pending import holds a lease: a key with a TTL
+//                   of StoreOptions::lease_ms, refreshed every lease_ms/3 by a
+//                   background thread of the store while held. A crashed
+//                   process's leases expire and its pins and imports become
+//                   garbage one lease period later.
+//
+// Thread-safety: a BlockStore is safe for concurrent use by many threads;
+// every method may be called at any time from any thread. A GenerationWriter
+// is used by one thread at a time, and must be destroyed before its store.
+//
+// Read-only stores (StoreOptions::read_only): BeginGeneration, Delete and
+// CollectGarbage fail with kNotSupported; Pin works (it needs write access to
+// PATH/pins for rocksdb: and dir:).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "util/status.h"
+
+namespace pacset {
+
+// Catalog entry of one forest (serialised with cereal).
+struct ForestInfo {
+  std::string name;
+  uint64_t generation = 0;  // increases with every publish of this name (see top of file)
+  uint64_t size_bytes = 0;  // == block_count * block_size
+  uint32_t block_size = 0;
+  uint64_t block_count = 0;
+  uint64_t header_checksum = 0;  // the .pac header checksum, to tell generations apart
+  int64_t created_unix_ns = 0;
+  std::string source_file;     // base name of the imported model or .pac
+  std::string source_format;   // "xgboost-json", "sklearn-pickle", "pac", ...
+  std::string source_library;  // "xgboost 1.7.4", "scikit-learn 1.2.1", ""
+};
+
+// Forest names: 1..200 bytes of [A-Za-z0-9._-], not starting with '.', not
+// "." or "..": clear kInvalidArgument otherwise.
+Status ValidateForestName(const std::string& name);
+
+struct StoreOptions {
+  int connect_timeout_ms = 2000;  // redis
+  int io_timeout_ms = 5000;       // redis: per command
+  std::string password;           // redis AUTH (also accepted in the URI)
+  size_t rocksdb_block_cache_bytes = 64u << 20;
+  bool read_only = false;  // open for reading only (rocksdb: secondary instance)
+  // redis: lifetime of a pin's or a pending import's lease; refreshed every
+  // lease_ms/3 while held, so a crashed holder's generation is garbage after it.
+  int lease_ms = 30000;
+  // rocksdb writers: how long to wait for another writer process (its LOCK)
+  // before failing with kUnavailable ("store is busy").
+  int busy_timeout_ms = 5000;
+};
+
+struct StoreStats {
+  std::string backend;  // "rocksdb", "dir", "redis"
+  std::string location;
+  uint64_t forests = 0;
+  uint64_t generations = 0;  // including pinned old ones
+  uint64_t blocks = 0;
+  uint64_t bytes = 0;
+  uint64_t pending = 0;  // unpublished generations: imports running or crashed
+};
+
+// Writes one generation. Nothing is visible to readers until Publish.
+// Destroying an unpublished writer abandons its blocks (they are garbage,
+// collected by the next CollectGarbage in any process).
+class GenerationWriter {
+ public:
+  virtual ~GenerationWriter() = default;
+  virtual uint64_t generation() const = 0;
+  // Stores block `index` (block_size bytes, sealed). Blocks may come in any
+  // order; each index in [0, block_count) exactly once.
+  virtual Status Put(uint64_t index, const char* block) = 0;
+  // Makes the generation current for its name (atomic), after checking every
+  // block was written. `info` supplies the metadata; name, generation,
+  // block_size, block_count and size_bytes are filled in by the store.
+  virtual Status Publish(ForestInfo info) = 0;
+};
+
+class BlockStore {
+ public:
+  virtual ~BlockStore() = default;
+
+  // Starts a new generation of `name` (created on first publish).
+  virtual StatusOr<std::unique_ptr<GenerationWriter>> BeginGeneration(const std::string& name,
+                                                                      uint32_t block_size,
+                                                                      uint64_t block_count) = 0;
+
+  // The current generation of `name` (kNotFound if there is none).
+  virtual StatusOr<ForestInfo> Lookup(const std::string& name) = 0;
+  virtual StatusOr<std::vector<ForestInfo>> List() = 0;
+
+  // Verified reads. `out` receives block_size bytes per block. A block index
+  // beyond forest.block_count is kInvalidArgument; a block that fails
+  // verification or is missing is kCorruption naming forest, generation and
+  // block. MultiGet fails as a whole on the first bad block (in `blocks`
+  // order); use Get per block to find all of them (see VerifyForest).
+  Status Get(const ForestInfo& forest, uint64_t block, std::string* out);
+  Status MultiGet(const ForestInfo& forest, const std::vector<uint64_t>& blocks,
+                  std::vector<std::string>* out);
+
+  // Removes `name` from the catalog; its generations become garbage once unpinned.
+  virtual Status Delete(const std::string& name) = 0;
+
+  // Keeps generation `gen` of `name` from being collected until Unpin or
+  // until this process exits. Pins are counted per process (per store object
+  // for redis). kNotFound if the generation is no longer stored (collected
+  // between Lookup and Pin): look it up again.
+  virtual Status Pin(const std::string& name, uint64_t gen) = 0;
+  virtual Status Unpin(const std::string& name, uint64_t gen) = 0;
+
+  // Deletes garbage generations and leftovers of crashed or abandoned imports
+  // (see top of file); returns how many generations it deleted.
+  virtual StatusOr<uint64_t> CollectGarbage() = 0;
+
+  virtual StatusOr<StoreStats> Stat() = 0;
+
+  // Makes catalog changes by other processes visible (rocksdb secondary
+  // instances); a no-op where reads are always current.
+  virtual Status Refresh() { return Status::Ok(); }
+
+ protected:
+  // Unverified reads, implemented by each backend. Must fill exactly
+  // forest.block_size bytes per block or return an error (kNotFound for a
+  // missing block is reported as corruption by the caller).
+  virtual Status ReadBlocks(const ForestInfo& forest, const std::vector<uint64_t>& blocks,
+                            std::vector<std::string>* out) = 0;
+  friend class FaultInjectionStore;
+};
+
+// Opens a store by URI (see top of file). Creates a rocksdb: or dir: store
+// that does not exist yet unless options.read_only.
+StatusOr<std::unique_ptr<BlockStore>> OpenBlockStore(const std::string& uri,
+                                                     const StoreOptions& options = {});
+
+// The default store URI: $PACSET_STORE, else rocksdb:/var/lib/pacsetfs/store
+// for root, else rocksdb:$HOME/.local/share/pacsetfs/store.
+std::string DefaultStoreUri();
+
+}  // namespace pacset

@@ -1,0 +1,436 @@
+// dir:PATH — each generation is a plain .pac file, blocks are served with pread.
+//
+//   PATH/catalog                    DirCatalog (cereal), replaced atomically
+//   PATH/lock                       flock: exclusive for catalog changes and GC
+//   PATH/forests/NAME/GEN.pac       published generations (current and old)
+//   PATH/forests/NAME/GEN.pac.pending  an import in progress, flock'ed by its writer
+//   PATH/pins/NAME.GEN.PID          pins (store/internal/file_util.h)
+//
+// Publish renames GEN.pac.pending to GEN.pac and then replaces the catalog;
+// a crash between the two leaves a GEN.pac that is not current, which the
+// next CollectGarbage deletes like any other unpinned old generation.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <memory>
+#include <mutex>
+
+#include "layout/block.h"
+#include "store/block_store.h"
+#include "store/internal/backends.h"
+#include "store/internal/codec.h"
+#include "store/internal/file_util.h"
+
+namespace pacset {
+namespace store_internal {
+
+std::string DirGenerationFile(const std::string& name, uint64_t gen) {
+  return "forests/" + name + "/" + std::to_string(gen) + ".pac";
+}
+
+namespace {
+
+constexpr char kPendingSuffix[] = ".pac.pending";
+
+bool EndsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+class DirStore;
+
+class DirWriter final : public GenerationWriter {
+ public:
+  DirWriter(DirStore* store, std::string name, uint64_t gen, uint32_t block_size,
+            uint64_t block_count, UniqueFd fd, std::string path)
+      : store_(store),
+        name_(std::move(name)),
+        gen_(gen),
+        block_size_(block_size),
+        block_count_(block_count),
+        fd_(std::move(fd)),
+        path_(std::move(path)),
+        written_(block_count, false) {}
+
+  uint64_t generation() const override { return gen_; }
+  Status Put(uint64_t index, const char* block) override;
+  Status Publish(ForestInfo info) override;
+
+ private:
+  friend class DirStore;
+  DirStore* store_;
+  std::string name_;
+  uint64_t gen_;
+  uint32_t block_size_;
+  uint64_t block_count_;
+  UniqueFd fd_;  // holds the flock that marks the import as alive
+  std::string path_;
+  std::vector<bool> written_;
+  uint64_t n_written_ = 0;
+  bool published_ = false;
+};
+
+class DirStore final : public BlockStore {
+ public:
+  DirStore(std::string root, StoreOptions options)
+      : root_(std::move(root)), options_(std::move(options)), pins_(root_ + "/pins") {}
+
+  Status Init();
+
+  StatusOr<std::unique_ptr<GenerationWriter>> BeginGeneration(const std::string& name,
+                                                              uint32_t block_size,
+                                                              uint64_t block_count) override;
+  StatusOr<ForestInfo> Lookup(const std::string& name) override;
+  StatusOr<std::vector<ForestInfo>> List() override;
+  Status Delete(const std::string& name) override;
+  Status Pin(const std::string& name, uint64_t gen) override;
+  Status Unpin(const std::string& name, uint64_t gen) override;
+  StatusOr<uint64_t> CollectGarbage() override;
+  StatusOr<StoreStats> Stat() override;
+  Status Refresh() override;
+
+  Status PublishWriter(DirWriter* w, ForestInfo info);
+
+ protected:
+  Status ReadBlocks(const ForestInfo& forest, const std::vector<uint64_t>& blocks,
+                    std::vector<std::string>* out) override;
+
+ private:
+  std::string CatalogPath() const { return root_ + "/catalog"; }
+  std::string ForestDir(const std::string& name) const { return root_ + "/forests/" + name; }
+  std::string GenFile(const std::string& name, uint64_t gen) const {
+    return root_ + "/" + DirGenerationFile(name, gen);
+  }
+  StatusOr<UniqueFd> LockCatalog() { return LockFile(root_ + "/lock", LockMode::kExclusive); }
+  StatusOr<DirCatalog> ReadCatalog();
+  Status WriteCatalog(const DirCatalog& c) {
+    return ReplaceFileAtomically(CatalogPath(), EncodeDirCatalog(c));
+  }
+  Status CheckWritable() const {
+    if (options_.read_only)
+      return Status::NotSupported("store dir:" + root_ + " was opened read-only");
+    return Status::Ok();
+  }
+  StatusOr<std::shared_ptr<UniqueFd>> OpenGeneration(const std::string& name, uint64_t gen,
+                                                     uint64_t first_block);
+  void ForgetFd(const std::string& name, uint64_t gen) {
+    std::lock_guard<std::mutex> lock(fd_mu_);
+    fds_.erase({name, gen});
+  }
+
+  const std::string root_;
+  const StoreOptions options_;
+  PinFiles pins_;
+  std::mutex fd_mu_;
+  // Open generation files. An fd of a collected (unlinked) file keeps reading
+  // the old bytes; Refresh() and CollectGarbage drop such fds.
+  std::map<std::pair<std::string, uint64_t>, std::shared_ptr<UniqueFd>> fds_;
+};
+
+Status DirWriter::Put(uint64_t index, const char* block) {
+  const std::string context = ContextFor(name_, gen_);
+  if (published_) return Status::InvalidArgument(context + ": already published");
+  if (index >= block_count_)
+    return Status::InvalidArgument(context + ": block " + std::to_string(index) +
+                                   " is beyond the block count " + std::to_string(block_count_));
+  if (written_[index])
+    return Status::InvalidArgument(context + ": block " + std::to_string(index) + " written twice");
+  PACSET_RETURN_IF_ERROR(
+      PwriteFull(fd_.get(), block, block_size_, index * uint64_t{block_size_}, path_));
+  written_[index] = true;
+  ++n_written_;
+  return Status::Ok();
+}
+
+Status DirWriter::Publish(ForestInfo info) { return store_->PublishWriter(this, std::move(info)); }
+
+Status DirStore::Init() {
+  const std::string where = "dir:" + root_;
+  if (!PathExists(root_)) {
+    if (options_.read_only) return Status::NotFound("no store at " + where);
+    PACSET_RETURN_IF_ERROR(MakeDirs(root_));
+  } else if (!IsDirectory(root_)) {
+    return Status::InvalidArgument("store " + where + ": " + root_ + " is not a directory");
+  }
+  if (!PathExists(CatalogPath())) {
+    PACSET_ASSIGN_OR_RETURN(std::vector<std::string> names, ListDir(root_));
+    if (std::find(names.begin(), names.end(), "CURRENT") != names.end())
+      return Status::InvalidArgument(root_ + " holds a RocksDB store: open it as rocksdb:" + root_);
+    if (!names.empty())
+      return Status::InvalidArgument("store " + where + ": " + root_ +
+                                     " is not empty and is not a pacset dir store (no catalog)");
+    if (options_.read_only) return Status::NotFound("no store at " + where + " (empty directory)");
+    PACSET_RETURN_IF_ERROR(MakeDirs(root_ + "/forests"));
+    PACSET_RETURN_IF_ERROR(MakeDirs(root_ + "/pins"));
+    PACSET_RETURN_IF_ERROR(WriteCatalog(DirCatalog{}));
+  } else if (!options_.read_only) {
+    if (::access(root_.c_str(), W_OK) != 0)
+      return Status::FromErrno("store " + where + " is not writable (open it read-only to read it)",
+                               errno);
+    PACSET_RETURN_IF_ERROR(MakeDirs(root_ + "/forests"));
+    PACSET_RETURN_IF_ERROR(MakeDirs(root_ + "/pins"));
+  }
+  return ReadCatalog().status();
+}
+
+StatusOr<DirCatalog> DirStore::ReadCatalog() {
+  PACSET_ASSIGN_OR_RETURN(std::string bytes, ReadWholeFile(CatalogPath()));
+  DirCatalog c;
+  PACSET_RETURN_IF_ERROR(DecodeDirCatalog(bytes, "catalog of store dir:" + root_, &c));
+  return c;
+}
+
+StatusOr<std::unique_ptr<GenerationWriter>> DirStore::BeginGeneration(const std::string& name,
+                                                                      uint32_t block_size,
+                                                                      uint64_t block_count) {
+  PACSET_RETURN_IF_ERROR(CheckWritable());
+  PACSET_RETURN_IF_ERROR(ValidateForestName(name));
+  if (!IsValidBlockSize(block_size))
+    return Status::InvalidArgument("invalid block size " + std::to_string(block_size));
+  if (block_count == 0) return Status::InvalidArgument("forest '" + name + "': no blocks");
+
+  PACSET_ASSIGN_OR_RETURN(UniqueFd lock, LockCatalog());
+  PACSET_ASSIGN_OR_RETURN(DirCatalog cat, ReadCatalog());
+  uint64_t gen = cat.last_generation[name];
+  if (auto it = cat.current.find(name); it != cat.current.end())
+    gen = std::max(gen, it->second.generation);
+  ++gen;
+  while (PathExists(GenFile(name, gen)) || PathExists(GenFile(name, gen) + ".pending")) ++gen;
+  cat.last_generation[name] = gen;
+  PACSET_RETURN_IF_ERROR(WriteCatalog(cat));
+
+  PACSET_RETURN_IF_ERROR(MakeDirs(ForestDir(name)));
+  const std::string path = GenFile(name, gen) + ".pending";
+  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+  if (!fd.valid()) return Status::FromErrno("create " + path, errno);
+  PACSET_ASSIGN_OR_RETURN(bool locked, TryLockExclusive(fd.get(), path));
+  if (!locked) return Status::Internal(path + " is locked by someone else");
+  // Reserve the space now, so a full disk fails the import at its start.
+  const uint64_t size = uint64_t{block_size} * block_count;
+  int err = ::posix_fallocate(fd.get(), 0, static_cast<off_t>(size));
+  if (err == EOPNOTSUPP || err == EINVAL)
+    err = ::ftruncate(fd.get(), static_cast<off_t>(size)) == 0 ? 0 : errno;
+  if (err != 0) {
+    ::unlink(path.c_str());
+    return Status::FromErrno("reserve " + std::to_string(size) + " bytes for " + path, err);
+  }
+  return std::unique_ptr<GenerationWriter>(
+      new DirWriter(this, name, gen, block_size, block_count, std::move(fd), path));
+}
+
+Status DirStore::PublishWriter(DirWriter* w, ForestInfo info) {
+  const std::string context = ContextFor(w->name_, w->gen_);
+  if (w->published_) return Status::InvalidArgument(context + ": already published");
+  if (w->n_written_ != w->block_count_)
+    return Status::InvalidArgument(context + ": only " + std::to_string(w->n_written_) + " of " +
+                                   std::to_string(w->block_count_) + " blocks were written");
+  PACSET_RETURN_IF_ERROR(FsyncFd(w->fd_.get(), w->path_));
+  {
+    PACSET_ASSIGN_OR_RETURN(UniqueFd lock, LockCatalog());
+    PACSET_ASSIGN_OR_RETURN(DirCatalog cat, ReadCatalog());
+    if (auto it = cat.current.find(w->name_);
+        it != cat.current.end() && it->second.generation >= w->gen_)
+      return Status::AlreadyExists(context + ": generation " +
+                                   std::to_string(it->second.generation) +
+                                   " was published meanwhile; import again");
+    const std::string final_path = GenFile(w->name_, w->gen_);
+    if (::rename(w->path_.c_str(), final_path.c_str()) != 0)
+      return Status::FromErrno("rename " + w->path_ + " to " + final_path, errno);
+    PACSET_RETURN_IF_ERROR(FsyncDir(ForestDir(w->name_)));
+    info.name = w->name_;
+    info.generation = w->gen_;
+    info.block_size = w->block_size_;
+    info.block_count = w->block_count_;
+    info.size_bytes = uint64_t{w->block_size_} * w->block_count_;
+    if (info.created_unix_ns == 0) info.created_unix_ns = NowUnixNs();
+    cat.current[w->name_] = info;
+    cat.generations[w->name_][w->gen_] = info;
+    // On failure the renamed file is an old, unpinned generation: garbage.
+    PACSET_RETURN_IF_ERROR(WriteCatalog(cat));
+    w->published_ = true;
+    w->fd_.reset();
+  }
+  (void)CollectGarbage();  // best effort: the publish itself succeeded
+  return Status::Ok();
+}
+
+StatusOr<ForestInfo> DirStore::Lookup(const std::string& name) {
+  PACSET_RETURN_IF_ERROR(ValidateForestName(name));
+  PACSET_ASSIGN_OR_RETURN(DirCatalog cat, ReadCatalog());
+  auto it = cat.current.find(name);
+  if (it == cat.current.end())
+    return Status::NotFound("no forest named '" + name + "' in store dir:" + root_);
+  return it->second;
+}
+
+StatusOr<std::vector<ForestInfo>> DirStore::List() {
+  PACSET_ASSIGN_OR_RETURN(DirCatalog cat, ReadCatalog());
+  std::vector<ForestInfo> out;
+  for (auto& [name, info] : cat.current) out.push_back(info);
+  return out;
+}
+
+Status DirStore::Delete(const std::string& name) {
+  PACSET_RETURN_IF_ERROR(CheckWritable());
+  PACSET_RETURN_IF_ERROR(ValidateForestName(name));
+  {
+    PACSET_ASSIGN_OR_RETURN(UniqueFd lock, LockCatalog());
+    PACSET_ASSIGN_OR_RETURN(DirCatalog cat, ReadCatalog());
+    if (cat.current.erase(name) == 0)
+      return Status::NotFound("no forest named '" + name + "' in store dir:" + root_);
+    PACSET_RETURN_IF_ERROR(WriteCatalog(cat));
+  }
+  (void)CollectGarbage();
+  return Status::Ok();
+}
+
+Status DirStore::Pin(const std::string& name, uint64_t gen) {
+  PACSET_RETURN_IF_ERROR(ValidateForestName(name));
+  PACSET_ASSIGN_OR_RETURN(UniqueFd lock, pins_.LockShared());
+  bool created = false;
+  PACSET_RETURN_IF_ERROR(pins_.Pin(name, gen, &created));
+  if (!PathExists(GenFile(name, gen))) {
+    if (created) (void)pins_.Unpin(name, gen);
+    return Status::NotFound(ContextFor(name, gen) + " is no longer in store dir:" + root_);
+  }
+  return Status::Ok();
+}
+
+Status DirStore::Unpin(const std::string& name, uint64_t gen) { return pins_.Unpin(name, gen); }
+
+StatusOr<uint64_t> DirStore::CollectGarbage() {
+  PACSET_RETURN_IF_ERROR(CheckWritable());
+  PACSET_ASSIGN_OR_RETURN(UniqueFd catalog_lock, LockCatalog());
+  PACSET_ASSIGN_OR_RETURN(UniqueFd pin_lock, pins_.LockExclusive());
+  PACSET_ASSIGN_OR_RETURN(auto live_pins, pins_.LivePins());
+  PACSET_ASSIGN_OR_RETURN(DirCatalog cat, ReadCatalog());
+  uint64_t collected = 0;
+  bool catalog_changed = false;
+  PACSET_ASSIGN_OR_RETURN(std::vector<std::string> names, ListDir(root_ + "/forests"));
+  for (const std::string& name : names) {
+    if (!ValidateForestName(name).ok()) continue;  // not ours
+    const std::string dir = ForestDir(name);
+    auto files = ListDir(dir);
+    if (!files.ok()) continue;
+    const auto cur = cat.current.find(name);
+    bool dir_changed = false;
+    for (const std::string& f : *files) {
+      const std::string path = dir + "/" + f;
+      if (EndsWith(f, kPendingSuffix)) {
+        UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+        if (!fd.valid()) continue;
+        PACSET_ASSIGN_OR_RETURN(bool abandoned, TryLockExclusive(fd.get(), path));
+        if (!abandoned) continue;  // its writer is alive
+        if (::unlink(path.c_str()) != 0) return Status::FromErrno("delete " + path, errno);
+        ++collected;
+        dir_changed = true;
+      } else if (EndsWith(f, ".pac")) {
+        uint64_t gen;
+        if (!ParseUint64(f.substr(0, f.size() - 4), &gen)) continue;
+        if (cur != cat.current.end() && cur->second.generation == gen) continue;
+        if (live_pins.count({name, gen}) != 0) continue;
+        if (::unlink(path.c_str()) != 0) return Status::FromErrno("delete " + path, errno);
+        ForgetFd(name, gen);
+        ++collected;
+        dir_changed = true;
+      }
+    }
+    if (dir_changed) PACSET_RETURN_IF_ERROR(FsyncDir(dir));
+    if (cur == cat.current.end()) ::rmdir(dir.c_str());  // fails while files remain
+  }
+  // Forget generations whose files are gone (collected above, or lost in a
+  // crash between rename and catalog replacement).
+  for (auto it = cat.generations.begin(); it != cat.generations.end();) {
+    for (auto g = it->second.begin(); g != it->second.end();) {
+      if (PathExists(GenFile(it->first, g->first))) {
+        ++g;
+      } else {
+        g = it->second.erase(g);
+        catalog_changed = true;
+      }
+    }
+    it = it->second.empty() ? cat.generations.erase(it) : std::next(it);
+  }
+  if (catalog_changed) PACSET_RETURN_IF_ERROR(WriteCatalog(cat));
+  return collected;
+}
+
+StatusOr<StoreStats> DirStore::Stat() {
+  PACSET_ASSIGN_OR_RETURN(DirCatalog cat, ReadCatalog());
+  StoreStats s;
+  s.backend = "dir";
+  s.location = root_;
+  s.forests = cat.current.size();
+  for (const auto& [name, gens] : cat.generations) {
+    for (const auto& [gen, info] : gens) {
+      ++s.generations;
+      s.blocks += info.block_count;
+      s.bytes += info.size_bytes;
+    }
+  }
+  auto names = ListDir(root_ + "/forests");
+  if (names.ok()) {
+    for (const std::string& name : *names) {
+      auto files = ListDir(ForestDir(name));
+      if (!files.ok()) continue;
+      for (const std::string& f : *files) s.pending += EndsWith(f, kPendingSuffix) ? 1 : 0;
+    }
+  }
+  return s;
+}
+
+Status DirStore::Refresh() {
+  std::lock_guard<std::mutex> lock(fd_mu_);
+  fds_.clear();
+  return Status::Ok();
+}
+
+StatusOr<std::shared_ptr<UniqueFd>> DirStore::OpenGeneration(const std::string& name, uint64_t gen,
+                                                             uint64_t first_block) {
+  {
+    std::lock_guard<std::mutex> lock(fd_mu_);
+    auto it = fds_.find({name, gen});
+    if (it != fds_.end()) return it->second;
+  }
+  const std::string path = GenFile(name, gen);
+  auto fd = std::make_shared<UniqueFd>(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd->valid()) {
+    if (errno == ENOENT)
+      return Status::NotFound("block " + std::to_string(first_block) +
+                              ": missing from the store (no file " + path + ")");
+    return Status::FromErrno("open " + path, errno);
+  }
+  std::lock_guard<std::mutex> lock(fd_mu_);
+  if (fds_.size() >= 256) fds_.clear();  // bound the open files; in-flight reads keep theirs
+  return fds_.emplace(std::make_pair(name, gen), fd).first->second;
+}
+
+Status DirStore::ReadBlocks(const ForestInfo& forest, const std::vector<uint64_t>& blocks,
+                            std::vector<std::string>* out) {
+  PACSET_ASSIGN_OR_RETURN(std::shared_ptr<UniqueFd> fd,
+                          OpenGeneration(forest.name, forest.generation, blocks.front()));
+  out->resize(blocks.size());
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    std::string& b = (*out)[i];
+    b.resize(forest.block_size);
+    PACSET_RETURN_IF_ERROR(PreadFull(
+        fd->get(), b.data(), forest.block_size, blocks[i] * uint64_t{forest.block_size},
+        "block " + std::to_string(blocks[i]) + " of " + GenFile(forest.name, forest.generation)));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<BlockStore>> OpenDirStore(const std::string& path,
+                                                   const StoreOptions& options) {
+  auto store = std::make_unique<DirStore>(path, options);
+  PACSET_RETURN_IF_ERROR(store->Init());
+  return std::unique_ptr<BlockStore>(std::move(store));
+}
+
+}  // namespace store_internal
+}  // namespace pacset

@@ -1,0 +1,135 @@
+#include "store/fault_injection_store.h"
+
+#include <chrono>
+#include <thread>
+
+namespace pacset {
+
+namespace {
+
+class FaultInjectionWriter final : public GenerationWriter {
+ public:
+  FaultInjectionWriter(FaultInjectionStore* store, std::unique_ptr<GenerationWriter> inner)
+      : store_(store), inner_(std::move(inner)) {}
+  uint64_t generation() const override { return inner_->generation(); }
+  Status Put(uint64_t index, const char* block) override {
+    PACSET_RETURN_IF_ERROR(store_->AdmitPut());
+    return inner_->Put(index, block);
+  }
+  Status Publish(ForestInfo info) override { return inner_->Publish(std::move(info)); }
+
+ private:
+  FaultInjectionStore* store_;
+  std::unique_ptr<GenerationWriter> inner_;
+};
+
+}  // namespace
+
+FaultInjectionStore::FaultInjectionStore(std::unique_ptr<BlockStore> inner)
+    : owned_(std::move(inner)), inner_(owned_.get()) {}
+
+FaultInjectionStore::FaultInjectionStore(BlockStore* inner) : inner_(inner) {}
+
+FaultInjectionStore::~FaultInjectionStore() = default;
+
+void FaultInjectionStore::FailAllReads(StatusCode code) {
+  std::lock_guard<std::mutex> lock(mu_);
+  fail_all_ = code;
+}
+
+void FaultInjectionStore::FailBlockReads(uint64_t block, StatusCode code,
+                                         const std::string& forest) {
+  std::lock_guard<std::mutex> lock(mu_);
+  fail_blocks_[{forest, block}] = code;
+}
+
+void FaultInjectionStore::DelayReads(int ms) {
+  std::lock_guard<std::mutex> lock(mu_);
+  delay_ms_ = ms;
+}
+
+void FaultInjectionStore::CorruptBlock(uint64_t block, const std::string& forest) {
+  std::lock_guard<std::mutex> lock(mu_);
+  corrupt_blocks_.insert({forest, block});
+}
+
+void FaultInjectionStore::FailPutsAfter(uint64_t n) {
+  std::lock_guard<std::mutex> lock(mu_);
+  put_limit_on_ = true;
+  puts_left_ = n;
+}
+
+void FaultInjectionStore::ClearFaults() {
+  std::lock_guard<std::mutex> lock(mu_);
+  fail_all_ = StatusCode::kOk;
+  fail_blocks_.clear();
+  corrupt_blocks_.clear();
+  delay_ms_ = 0;
+  put_limit_on_ = false;
+}
+
+Status FaultInjectionStore::AdmitPut() {
+  ++puts_;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!put_limit_on_) return Status::Ok();
+  if (puts_left_ == 0)
+    return Status::ResourceExhausted("no space left on device (injected by FaultInjectionStore)");
+  --puts_left_;
+  return Status::Ok();
+}
+
+Status FaultInjectionStore::ReadBlocks(const ForestInfo& forest,
+                                       const std::vector<uint64_t>& blocks,
+                                       std::vector<std::string>* out) {
+  ++read_calls_;
+  blocks_read_ += blocks.size();
+  int delay_ms;
+  std::vector<size_t> corrupt;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    delay_ms = delay_ms_;
+    if (fail_all_ != StatusCode::kOk)
+      return Status(fail_all_, "injected read failure (FaultInjectionStore)");
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      for (const std::string& f : {std::string(), forest.name}) {
+        auto it = fail_blocks_.find({f, blocks[i]});
+        if (it != fail_blocks_.end())
+          return Status(it->second, "block " + std::to_string(blocks[i]) +
+                                        ": injected read failure (FaultInjectionStore)");
+      }
+      if (corrupt_blocks_.count({"", blocks[i]}) + corrupt_blocks_.count({forest.name, blocks[i]}))
+        corrupt.push_back(i);
+    }
+  }
+  if (delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+  PACSET_RETURN_IF_ERROR(inner_->ReadBlocks(forest, blocks, out));
+  for (size_t i : corrupt) {
+    std::string& b = (*out)[i];
+    if (!b.empty()) b[b.size() / 3] ^= 0x5a;
+  }
+  return Status::Ok();
+}
+
+StatusOr<std::unique_ptr<GenerationWriter>> FaultInjectionStore::BeginGeneration(
+    const std::string& name, uint32_t block_size, uint64_t block_count) {
+  PACSET_ASSIGN_OR_RETURN(std::unique_ptr<GenerationWriter> w,
+                          inner_->BeginGeneration(name, block_size, block_count));
+  return std::unique_ptr<GenerationWriter>(new FaultInjectionWriter(this, std::move(w)));
+}
+
+StatusOr<ForestInfo> FaultInjectionStore::Lookup(const std::string& name) {
+  return inner_->Lookup(name);
+}
+StatusOr<std::vector<ForestInfo>> FaultInjectionStore::List() { return inner_->List(); }
+Status FaultInjectionStore::Delete(const std::string& name) { return inner_->Delete(name); }
+Status FaultInjectionStore::Pin(const std::string& name, uint64_t gen) {
+  return inner_->Pin(name, gen);
+}
+Status FaultInjectionStore::Unpin(const std::string& name, uint64_t gen) {
+  return inner_->Unpin(name, gen);
+}
+StatusOr<uint64_t> FaultInjectionStore::CollectGarbage() { return inner_->CollectGarbage(); }
+StatusOr<StoreStats> FaultInjectionStore::Stat() { return inner_->Stat(); }
+Status FaultInjectionStore::Refresh() { return inner_->Refresh(); }
+
+}  // namespace pacset

@@ -1,0 +1,91 @@
+// FaultInjectionStore: a BlockStore that wraps a real one and forwards every
+// call, with switches to make reads fail, slow down or return damaged bytes,
+// and to make an import run out of space. Damage is applied to what the inner
+// backend's ReadBlocks returned, so the real verification in BlockStore::Get
+// is what catches it. For tests of the store's callers (the filesystem).
+//
+// Thread-safety: like every BlockStore; the switches may be flipped from any
+// thread while other threads read.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "store/block_store.h"
+
+namespace pacset {
+
+class FaultInjectionStore final : public BlockStore {
+ public:
+  // Owns `inner`.
+  explicit FaultInjectionStore(std::unique_ptr<BlockStore> inner);
+  // Borrows `inner`, which must outlive this store.
+  explicit FaultInjectionStore(BlockStore* inner);
+  ~FaultInjectionStore() override;
+
+  BlockStore* inner() const { return inner_; }
+
+  // Every read (Get/MultiGet) fails with `code` (not kOk).
+  void FailAllReads(StatusCode code);
+  // Reads that include `block` fail with `code`; `forest` "" matches every forest.
+  void FailBlockReads(uint64_t block, StatusCode code, const std::string& forest = "");
+  // Reads sleep `ms` milliseconds before going to the inner store.
+  void DelayReads(int ms);
+  // `block` comes back with one byte flipped (in its payload), so Get reports
+  // kCorruption; `forest` "" matches every forest.
+  void CorruptBlock(uint64_t block, const std::string& forest = "");
+  // After `n` more successful Put calls (across all writers of this store),
+  // Put fails with kResourceExhausted, like a full disk.
+  void FailPutsAfter(uint64_t n);
+  // Back to forwarding everything unchanged (counters are kept).
+  void ClearFaults();
+
+  // Counters of reads that reached this store (including failed ones).
+  uint64_t read_calls() const { return read_calls_.load(); }
+  uint64_t blocks_read() const { return blocks_read_.load(); }
+  uint64_t puts() const { return puts_.load(); }
+
+  StatusOr<std::unique_ptr<GenerationWriter>> BeginGeneration(const std::string& name,
+                                                              uint32_t block_size,
+                                                              uint64_t block_count) override;
+  StatusOr<ForestInfo> Lookup(const std::string& name) override;
+  StatusOr<std::vector<ForestInfo>> List() override;
+  Status Delete(const std::string& name) override;
+  Status Pin(const std::string& name, uint64_t gen) override;
+  Status Unpin(const std::string& name, uint64_t gen) override;
+  StatusOr<uint64_t> CollectGarbage() override;
+  StatusOr<StoreStats> Stat() override;
+  Status Refresh() override;
+
+  // Called by writers: whether this Put may go through.
+  Status AdmitPut();
+
+ protected:
+  Status ReadBlocks(const ForestInfo& forest, const std::vector<uint64_t>& blocks,
+                    std::vector<std::string>* out) override;
+
+ private:
+  std::unique_ptr<BlockStore> owned_;
+  BlockStore* inner_;
+
+  mutable std::mutex mu_;
+  StatusCode fail_all_ = StatusCode::kOk;
+  std::map<std::pair<std::string, uint64_t>, StatusCode> fail_blocks_;  // ("" = any forest, block)
+  std::set<std::pair<std::string, uint64_t>> corrupt_blocks_;
+  int delay_ms_ = 0;
+  bool put_limit_on_ = false;
+  uint64_t puts_left_ = 0;
+
+  std::atomic<uint64_t> read_calls_{0};
+  std::atomic<uint64_t> blocks_read_{0};
+  std::atomic<uint64_t> puts_{0};
+};
+
+}  // namespace pacset

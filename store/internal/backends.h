@@ -1,0 +1,57 @@
+// Constructors of the three backends, called by OpenBlockStore after it has
+// parsed the URI; and the key layouts, for tests that damage stored bytes.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "store/block_store.h"
+#include "util/status.h"
+
+namespace pacset {
+namespace store_internal {
+
+// RocksDB table and cache options. The defaults are the measured choice
+// (see the comment in store/rocksdb_store.cc); benchmarks vary them.
+struct RocksDbTuning {
+  enum class Compression { kNone, kSnappy, kLz4, kZstd };
+  Compression compression = Compression::kNone;
+  int bloom_bits_per_key = 10;  // 0: no filter
+  size_t table_block_size = 4096;
+  bool verify_rocksdb_checksums = false;  // our own XXH3 trailer is checked on every read
+  size_t block_cache_bytes = 0;           // 0: StoreOptions::rocksdb_block_cache_bytes
+};
+
+StatusOr<std::unique_ptr<BlockStore>> OpenRocksDbStore(const std::string& path,
+                                                       const StoreOptions& options,
+                                                       const RocksDbTuning& tuning = {});
+StatusOr<std::unique_ptr<BlockStore>> OpenDirStore(const std::string& path,
+                                                   const StoreOptions& options);
+
+struct RedisAddress {
+  std::string host;
+  int port = 6379;
+  int db = 0;
+  std::string user;      // Redis 6 ACL user; empty: AUTH with the password alone
+  std::string password;  // from the URI, else StoreOptions::password
+};
+StatusOr<std::unique_ptr<BlockStore>> OpenRedisStore(const RedisAddress& address,
+                                                     const StoreOptions& options);
+
+// rocksdb: keys. Numbers are big-endian so keys sort by (name, generation, block).
+//   'B' NAME '\0' GEN INDEX   a block
+//   'C' NAME                  catalog: the current generation's ForestInfo
+//   'G' NAME '\0' GEN         a published generation still stored (ForestInfo)
+//   'P' NAME '\0' GEN         a pending (unpublished) generation (ForestInfo)
+//   'N' NAME                  the last generation number allocated (8 bytes)
+std::string RocksDbBlockKey(const std::string& name, uint64_t gen, uint64_t index);
+
+// redis: keys, all under "pacset:".
+std::string RedisBlockKey(const std::string& name, uint64_t gen, uint64_t index);
+
+// dir: the file of a published generation, relative to the store directory.
+std::string DirGenerationFile(const std::string& name, uint64_t gen);
+
+}  // namespace store_internal
+}  // namespace pacset

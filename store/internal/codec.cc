@@ -1,0 +1,90 @@
+#include "store/internal/codec.h"
+
+#include <cereal/archives/portable_binary.hpp>
+#include <cereal/types/map.hpp>
+#include <cereal/types/string.hpp>
+
+#include <chrono>
+#include <sstream>
+
+namespace pacset {
+
+template <class Archive>
+void serialize(Archive& ar, ForestInfo& f) {
+  ar(f.name, f.generation, f.size_bytes, f.block_size, f.block_count, f.header_checksum,
+     f.created_unix_ns, f.source_file, f.source_format, f.source_library);
+}
+
+namespace store_internal {
+namespace {
+
+constexpr uint32_t kForestInfoMagic = 0x49534350;  // "PCSI"
+constexpr uint32_t kDirCatalogMagic = 0x43534350;  // "PCSC"
+constexpr uint32_t kVersion = 1;
+
+template <class T>
+std::string Encode(uint32_t magic, T& value) {
+  std::ostringstream out;
+  {
+    cereal::PortableBinaryOutputArchive ar(out);
+    uint32_t version = kVersion;
+    ar(magic, version, value);
+  }
+  return out.str();
+}
+
+template <class T>
+Status Decode(const std::string& bytes, uint32_t magic, const std::string& what, T* value) {
+  std::istringstream in(bytes);
+  try {
+    cereal::PortableBinaryInputArchive ar(in);
+    uint32_t m = 0, version = 0;
+    ar(m, version);
+    if (m != magic) return Status::Corruption(what + ": not a pacset store record");
+    if (version != kVersion)
+      return Status::NotSupported(what + ": record version " + std::to_string(version) +
+                                  " (this pacset reads version " + std::to_string(kVersion) + ")");
+    ar(*value);
+  } catch (const std::exception& e) {
+    return Status::Corruption(what + ": truncated or corrupt record (" + e.what() + ")");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::string EncodeForestInfo(const ForestInfo& info) {
+  ForestInfo copy = info;  // cereal's serialize() takes a mutable reference
+  return Encode(kForestInfoMagic, copy);
+}
+
+Status DecodeForestInfo(const std::string& bytes, const std::string& what, ForestInfo* info) {
+  return Decode(bytes, kForestInfoMagic, what, info);
+}
+
+template <class Archive>
+void serialize(Archive& ar, DirCatalog& c) {
+  ar(c.current, c.last_generation, c.generations);
+}
+
+std::string EncodeDirCatalog(const DirCatalog& catalog) {
+  DirCatalog copy = catalog;
+  return Encode(kDirCatalogMagic, copy);
+}
+
+Status DecodeDirCatalog(const std::string& bytes, const std::string& what, DirCatalog* catalog) {
+  return Decode(bytes, kDirCatalogMagic, what, catalog);
+}
+
+std::string ContextFor(const std::string& name, uint64_t gen) {
+  return "forest '" + name + "' generation " + std::to_string(gen);
+}
+
+int64_t NowUnixNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace store_internal
+}  // namespace pacset

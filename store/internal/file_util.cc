@@ -1,0 +1,272 @@
+#include "store/internal/file_util.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <random>
+
+namespace pacset {
+namespace store_internal {
+
+void UniqueFd::reset(int fd) {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = fd;
+}
+
+Status PreadFull(int fd, char* buf, size_t n, uint64_t offset, const std::string& what) {
+  size_t done = 0;
+  while (done < n) {
+    ssize_t r = ::pread(fd, buf + done, n - done, static_cast<off_t>(offset + done));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return Status::FromErrno("read " + what, errno);
+    }
+    if (r == 0)
+      return Status::Corruption(what + ": file ends at byte " + std::to_string(offset + done) +
+                                ", expected " + std::to_string(n - done) + " more bytes");
+    done += static_cast<size_t>(r);
+  }
+  return Status::Ok();
+}
+
+Status PwriteFull(int fd, const char* buf, size_t n, uint64_t offset, const std::string& what) {
+  size_t done = 0;
+  while (done < n) {
+    ssize_t r = ::pwrite(fd, buf + done, n - done, static_cast<off_t>(offset + done));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return Status::FromErrno("write " + what, errno);
+    }
+    done += static_cast<size_t>(r);
+  }
+  return Status::Ok();
+}
+
+Status FsyncFd(int fd, const std::string& what) {
+  if (::fsync(fd) != 0) return Status::FromErrno("fsync " + what, errno);
+  return Status::Ok();
+}
+
+Status FsyncDir(const std::string& dir) {
+  UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!fd.valid()) return Status::FromErrno("open directory " + dir, errno);
+  return FsyncFd(fd.get(), "directory " + dir);
+}
+
+bool IsDirectory(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+bool PathExists(const std::string& path) {
+  struct stat st;
+  return ::lstat(path.c_str(), &st) == 0;
+}
+
+Status MakeDirs(const std::string& path) {
+  if (path.empty()) return Status::InvalidArgument("empty directory path");
+  if (IsDirectory(path)) return Status::Ok();
+  if (PathExists(path)) return Status::InvalidArgument(path + " exists and is not a directory");
+  const std::string parent = DirName(path);
+  if (parent != path) PACSET_RETURN_IF_ERROR(MakeDirs(parent));
+  if (::mkdir(path.c_str(), 0755) != 0 && errno != EEXIST)
+    return Status::FromErrno("create directory " + path, errno);
+  return Status::Ok();
+}
+
+StatusOr<std::vector<std::string>> ListDir(const std::string& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return Status::FromErrno("list directory " + dir, errno);
+  std::vector<std::string> names;
+  while (struct dirent* e = ::readdir(d)) {
+    std::string n = e->d_name;
+    if (n != "." && n != "..") names.push_back(std::move(n));
+  }
+  ::closedir(d);
+  return names;
+}
+
+void RemoveTree(const std::string& path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) return;
+  if (S_ISDIR(st.st_mode)) {
+    auto names = ListDir(path);
+    if (names.ok())
+      for (const auto& n : *names) RemoveTree(path + "/" + n);
+    ::rmdir(path.c_str());
+  } else {
+    ::unlink(path.c_str());
+  }
+}
+
+StatusOr<std::string> ReadWholeFile(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return Status::FromErrno("open " + path, errno);
+  std::string out;
+  char buf[65536];
+  for (;;) {
+    ssize_t r = ::read(fd.get(), buf, sizeof buf);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return Status::FromErrno("read " + path, errno);
+    }
+    if (r == 0) break;
+    out.append(buf, static_cast<size_t>(r));
+  }
+  return out;
+}
+
+std::string DirName(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+std::string BaseName(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+Status ReplaceFileAtomically(const std::string& path, const std::string& contents) {
+  std::random_device rd;
+  const std::string tmp = path + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(rd());
+  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+  if (!fd.valid()) return Status::FromErrno("create " + tmp, errno);
+  Status s = PwriteFull(fd.get(), contents.data(), contents.size(), 0, tmp);
+  if (s.ok()) s = FsyncFd(fd.get(), tmp);
+  fd.reset();
+  if (s.ok() && ::rename(tmp.c_str(), path.c_str()) != 0)
+    s = Status::FromErrno("rename " + tmp + " to " + path, errno);
+  if (!s.ok()) {
+    ::unlink(tmp.c_str());
+    return s;
+  }
+  return FsyncDir(DirName(path));
+}
+
+StatusOr<UniqueFd> LockFile(const std::string& path, LockMode mode) {
+  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+  // A reader without write permission can still take the lock: flock works on
+  // a read-only descriptor.
+  if (!fd.valid() && (errno == EACCES || errno == EROFS))
+    fd.reset(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return Status::FromErrno("open lock file " + path, errno);
+  const int op = mode == LockMode::kShared ? LOCK_SH : LOCK_EX;
+  while (::flock(fd.get(), op) != 0) {
+    if (errno != EINTR) return Status::FromErrno("lock " + path, errno);
+  }
+  return fd;
+}
+
+StatusOr<bool> TryLockExclusive(int fd, const std::string& what) {
+  for (;;) {
+    if (::flock(fd, LOCK_EX | LOCK_NB) == 0) return true;
+    if (errno == EWOULDBLOCK) return false;
+    if (errno != EINTR) return Status::FromErrno("lock " + what, errno);
+  }
+}
+
+namespace {
+
+std::string PinFileName(const std::string& name, uint64_t gen, long pid) {
+  return name + "." + std::to_string(gen) + "." + std::to_string(pid);
+}
+
+// "NAME.GEN.PID" (NAME may contain dots) -> NAME, GEN.
+bool ParsePinFileName(const std::string& file, std::string* name, uint64_t* gen) {
+  const size_t last = file.rfind('.');
+  if (last == std::string::npos || last == 0) return false;
+  const size_t mid = file.rfind('.', last - 1);
+  if (mid == std::string::npos || mid == 0) return false;
+  uint64_t pid;
+  if (!ParseUint64(file.substr(last + 1), &pid)) return false;
+  if (!ParseUint64(file.substr(mid + 1, last - mid - 1), gen)) return false;
+  *name = file.substr(0, mid);
+  return true;
+}
+
+}  // namespace
+
+Status PinFiles::Pin(const std::string& name, uint64_t gen, bool* created) {
+  std::lock_guard<std::mutex> lock(mu_);
+  *created = false;
+  Held& h = held_[{name, gen}];
+  if (h.count > 0) {
+    ++h.count;
+    return Status::Ok();
+  }
+  const std::string path = dir_ + "/" + PinFileName(name, gen, ::getpid());
+  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+  if (!fd.valid()) {
+    held_.erase({name, gen});
+    return Status::FromErrno("create pin file " + path, errno);
+  }
+  auto locked = TryLockExclusive(fd.get(), path);
+  if (!locked.ok() || !*locked) {
+    held_.erase({name, gen});
+    if (!locked.ok()) return locked.status();
+    return Status::Internal("pin file " + path + " is locked by another holder");
+  }
+  h.count = 1;
+  h.fd = std::move(fd);
+  *created = true;
+  return Status::Ok();
+}
+
+Status PinFiles::Unpin(const std::string& name, uint64_t gen) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = held_.find({name, gen});
+  if (it == held_.end())
+    return Status::InvalidArgument("forest '" + name + "' generation " + std::to_string(gen) +
+                                   " is not pinned by this process");
+  if (--it->second.count > 0) return Status::Ok();
+  const std::string path = dir_ + "/" + PinFileName(name, gen, ::getpid());
+  ::unlink(path.c_str());  // before closing: nobody else can lock it while we hold it
+  held_.erase(it);
+  return Status::Ok();
+}
+
+StatusOr<std::set<std::pair<std::string, uint64_t>>> PinFiles::LivePins() {
+  std::set<std::pair<std::string, uint64_t>> live;
+  PACSET_ASSIGN_OR_RETURN(std::vector<std::string> files, ListDir(dir_));
+  for (const auto& f : files) {
+    std::string name;
+    uint64_t gen;
+    if (!ParsePinFileName(f, &name, &gen)) continue;
+    const std::string path = dir_ + "/" + f;
+    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd.valid()) {
+      if (errno == ENOENT) continue;  // unpinned meanwhile
+      return Status::FromErrno("open pin file " + path, errno);
+    }
+    PACSET_ASSIGN_OR_RETURN(bool free, TryLockExclusive(fd.get(), path));
+    if (free) {
+      ::unlink(path.c_str());  // its process died
+    } else {
+      live.insert({name, gen});
+    }
+  }
+  return live;
+}
+
+bool ParseUint64(const std::string& s, uint64_t* out) {
+  if (s.empty() || s.size() > 20) return false;
+  uint64_t v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+    const uint64_t d = static_cast<uint64_t>(c - '0');
+    if (v > (UINT64_MAX - d) / 10) return false;
+    v = v * 10 + d;
+  }
+  *out = v;
+  return true;
+}
+
+}  // namespace store_internal
+}  // namespace pacset

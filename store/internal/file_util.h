@@ -1,0 +1,111 @@
+// POSIX file helpers shared by the rocksdb: and dir: backends: an owning file
+// descriptor, whole-buffer pread/pwrite, durable replace-by-rename, flock(2)
+// locks, and the per-process pin files described in store/block_store.h.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "util/status.h"
+
+namespace pacset {
+namespace store_internal {
+
+// Owns a file descriptor; closing it drops any flock held through it.
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  UniqueFd(UniqueFd&& o) noexcept : fd_(o.release()) {}
+  UniqueFd& operator=(UniqueFd&& o) noexcept {
+    if (this != &o) reset(o.release());
+    return *this;
+  }
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+  ~UniqueFd() { reset(); }
+
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  int release() {
+    int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
+  void reset(int fd = -1);
+
+ private:
+  int fd_ = -1;
+};
+
+// pread/pwrite of exactly n bytes (retrying short transfers and EINTR).
+// PreadFull reports a short file as kCorruption naming `what`.
+Status PreadFull(int fd, char* buf, size_t n, uint64_t offset, const std::string& what);
+Status PwriteFull(int fd, const char* buf, size_t n, uint64_t offset, const std::string& what);
+
+Status FsyncFd(int fd, const std::string& what);
+Status FsyncDir(const std::string& dir);
+
+// mkdir -p; an existing directory is fine, an existing non-directory is not.
+Status MakeDirs(const std::string& path);
+bool IsDirectory(const std::string& path);
+bool PathExists(const std::string& path);
+// Names in `dir` except "." and "..".
+StatusOr<std::vector<std::string>> ListDir(const std::string& dir);
+// rm -r; a missing path is fine.
+void RemoveTree(const std::string& path);
+
+StatusOr<std::string> ReadWholeFile(const std::string& path);
+// Writes `contents` to a temporary file beside `path`, fsyncs it, renames it
+// over `path` and fsyncs the directory: readers see the old or the new file.
+Status ReplaceFileAtomically(const std::string& path, const std::string& contents);
+
+std::string DirName(const std::string& path);
+std::string BaseName(const std::string& path);
+
+enum class LockMode { kShared, kExclusive };
+// Opens (creating it if needed) and flocks `path`, waiting for the lock.
+StatusOr<UniqueFd> LockFile(const std::string& path, LockMode mode);
+// Non-blocking exclusive flock of an open file: true if acquired, false if
+// another open file description holds a lock on it.
+StatusOr<bool> TryLockExclusive(int fd, const std::string& what);
+
+// Pins of one store (directory PATH/pins), see store/block_store.h.
+class PinFiles {
+ public:
+  explicit PinFiles(std::string dir) : dir_(std::move(dir)) {}
+
+  // Shared for Pin, exclusive for CollectGarbage (store/block_store.h).
+  StatusOr<UniqueFd> LockShared() { return LockFile(dir_ + "/lock", LockMode::kShared); }
+  StatusOr<UniqueFd> LockExclusive() { return LockFile(dir_ + "/lock", LockMode::kExclusive); }
+
+  // Counted per process; the first pin creates and locks the pin file.
+  // `*created` tells whether this call created it (so a failed existence
+  // check can undo exactly that).
+  Status Pin(const std::string& name, uint64_t gen, bool* created);
+  Status Unpin(const std::string& name, uint64_t gen);
+
+  // The generations pinned by live processes (this one included). Removes the
+  // pin files of dead processes. Call with LockExclusive held.
+  StatusOr<std::set<std::pair<std::string, uint64_t>>> LivePins();
+
+ private:
+  struct Held {
+    int count = 0;
+    UniqueFd fd;
+  };
+  std::string dir_;
+  std::mutex mu_;
+  std::map<std::pair<std::string, uint64_t>, Held> held_;
+};
+
+// "12" -> 12; false for anything but plain decimal digits that fit.
+bool ParseUint64(const std::string& s, uint64_t* out);
+
+}  // namespace store_internal
+}  // namespace pacset

@@ -1,0 +1,118 @@
+#include "store/publish.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <random>
+
+#include "layout/block.h"
+#include "store/internal/file_util.h"
+
+namespace pacset {
+
+using store_internal::UniqueFd;
+
+namespace {
+
+// Blocks per read or write batch: at least 4 MiB at a time.
+uint64_t BatchBlocks(uint32_t block_size) { return std::max<uint64_t>(1, (4u << 20) / block_size); }
+
+}  // namespace
+
+Status PublishFile(BlockStore& store, const std::string& name, const std::string& pac_path,
+                   uint32_t block_size, ForestInfo info, uint64_t* generation_out) {
+  PACSET_RETURN_IF_ERROR(ValidateForestName(name));
+  if (!IsValidBlockSize(block_size))
+    return Status::InvalidArgument(pac_path + ": invalid block size " + std::to_string(block_size) +
+                                   " (a power of two from 4096 to 1048576)");
+  UniqueFd fd(::open(pac_path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return Status::FromErrno("open " + pac_path, errno);
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) return Status::FromErrno("stat " + pac_path, errno);
+  if (!S_ISREG(st.st_mode)) return Status::InvalidArgument(pac_path + " is not a regular file");
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  if (size == 0) return Status::InvalidArgument(pac_path + " is empty");
+  if (size % block_size != 0)
+    return Status::InvalidArgument(pac_path + ": size " + std::to_string(size) +
+                                   " is not a multiple of the block size " +
+                                   std::to_string(block_size) + " (truncated file?)");
+  const uint64_t count = size / block_size;
+  PACSET_ASSIGN_OR_RETURN(std::unique_ptr<GenerationWriter> writer,
+                          store.BeginGeneration(name, block_size, count));
+  const uint64_t batch = BatchBlocks(block_size);
+  std::string buf(batch * block_size, '\0');
+  for (uint64_t first = 0; first < count; first += batch) {
+    const uint64_t n = std::min(batch, count - first);
+    PACSET_RETURN_IF_ERROR(store_internal::PreadFull(fd.get(), buf.data(), n * block_size,
+                                                     first * block_size, pac_path));
+    for (uint64_t i = 0; i < n; ++i) {
+      const char* block = buf.data() + i * block_size;
+      // Checked before it is stored: a damaged input is never published.
+      PACSET_RETURN_IF_ERROR(VerifyBlock(block, block_size, first + i, "file " + pac_path));
+      PACSET_RETURN_IF_ERROR(writer->Put(first + i, block));
+    }
+  }
+  if (info.source_file.empty()) info.source_file = store_internal::BaseName(pac_path);
+  PACSET_RETURN_IF_ERROR(writer->Publish(std::move(info)));
+  if (generation_out != nullptr) *generation_out = writer->generation();
+  return Status::Ok();
+}
+
+Status ExportToFile(BlockStore& store, const ForestInfo& forest, const std::string& path) {
+  std::random_device rd;
+  const std::string tmp = path + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(rd());
+  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+  if (!fd.valid()) return Status::FromErrno("create " + tmp, errno);
+  auto write_all = [&]() -> Status {
+    const uint64_t batch = BatchBlocks(forest.block_size);
+    std::vector<uint64_t> indexes;
+    std::vector<std::string> blocks;
+    for (uint64_t first = 0; first < forest.block_count; first += batch) {
+      indexes.clear();
+      for (uint64_t b = first; b < std::min(forest.block_count, first + batch); ++b)
+        indexes.push_back(b);
+      PACSET_RETURN_IF_ERROR(store.MultiGet(forest, indexes, &blocks));
+      for (size_t i = 0; i < blocks.size(); ++i)
+        PACSET_RETURN_IF_ERROR(store_internal::PwriteFull(
+            fd.get(), blocks[i].data(), blocks[i].size(), indexes[i] * forest.block_size, tmp));
+    }
+    PACSET_RETURN_IF_ERROR(store_internal::FsyncFd(fd.get(), tmp));
+    fd.reset();
+    if (::rename(tmp.c_str(), path.c_str()) != 0)
+      return Status::FromErrno("rename " + tmp + " to " + path, errno);
+    return store_internal::FsyncDir(store_internal::DirName(path));
+  };
+  Status s = write_all();
+  if (!s.ok()) ::unlink(tmp.c_str());
+  return s;
+}
+
+StatusOr<std::vector<uint64_t>> VerifyForest(BlockStore& store, const ForestInfo& forest) {
+  std::vector<uint64_t> bad;
+  const uint64_t batch = BatchBlocks(forest.block_size);
+  std::vector<uint64_t> indexes;
+  std::vector<std::string> blocks;
+  std::string one;
+  for (uint64_t first = 0; first < forest.block_count; first += batch) {
+    indexes.clear();
+    for (uint64_t b = first; b < std::min(forest.block_count, first + batch); ++b)
+      indexes.push_back(b);
+    Status s = store.MultiGet(forest, indexes, &blocks);
+    if (s.ok()) continue;
+    if (!s.IsCorruption()) return s;
+    // Something in this batch is bad: find every bad block in it.
+    for (uint64_t b : indexes) {
+      Status g = store.Get(forest, b, &one);
+      if (g.IsCorruption()) {
+        bad.push_back(b);
+      } else if (!g.ok()) {
+        return g;
+      }
+    }
+  }
+  return bad;
+}
+
+}  // namespace pacset
