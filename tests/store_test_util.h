@@ -199,6 +199,7 @@ class RedisServer {
     Reap();
   }
   int port() const { return port_; }
+  pid_t pid() const { return pid_; }
   std::string uri() const { return "redis://127.0.0.1:" + std::to_string(port_); }
   const std::string& dir() const { return dir_.path(); }
 

@@ -1,0 +1,203 @@
+// redis:// specifics, against a real redis-server the tests start themselves:
+// timeouts, an unreachable or restarted server, AUTH, SELECT, leases.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <thread>
+
+#include "store/block_store.h"
+#include "tests/store_test_util.h"
+
+namespace pacset {
+namespace {
+
+using store_test::MakeBlock;
+using store_test::RawRedis;
+using store_test::RedisServer;
+using store_test::WriteForest;
+using Clock = std::chrono::steady_clock;
+
+StoreOptions Opts() {
+  StoreOptions o;
+  o.connect_timeout_ms = 500;
+  o.io_timeout_ms = 700;
+  o.lease_ms = 600;
+  return o;
+}
+
+TEST(RedisStore, NothingListeningOnThePortIsUnavailableQuickly) {
+  const int port = store_test::FreePort();
+  const auto t0 = Clock::now();
+  Status s = OpenBlockStore("redis://127.0.0.1:" + std::to_string(port), Opts()).status();
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
+  EXPECT_NE(s.message().find("cannot connect to redis 127.0.0.1:" + std::to_string(port)),
+            std::string::npos)
+      << s.ToString();
+  EXPECT_LT(Clock::now() - t0, std::chrono::seconds(2));
+}
+
+TEST(RedisStore, AnUnroutableHostIsUnavailableWithinTheConnectTimeout) {
+  // 10.255.255.1 either drops the SYN (the connect timeout ends the wait) or
+  // has no route (immediate failure): bounded either way.
+  const auto t0 = Clock::now();
+  Status s = OpenBlockStore("redis://10.255.255.1:6379", Opts()).status();
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
+  EXPECT_LT(Clock::now() - t0, std::chrono::milliseconds(2500));
+}
+
+TEST(RedisStore, RecoversWhenTheServerIsStoppedAndRestarted) {
+  RedisServer server;
+  ASSERT_EQ(server.Start(), "");
+  auto store = OpenBlockStore(server.uri(), Opts());
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  uint64_t g1 = 0;
+  ASSERT_TRUE(WriteForest(**store, "model", 4096, 6, &g1).ok());
+  auto info = (*store)->Lookup("model");
+  ASSERT_TRUE(info.ok());
+
+  server.ShutdownSave();  // stopped; its data is saved in its directory
+  auto t0 = Clock::now();
+  EXPECT_EQ((*store)->Lookup("model").status().code(), StatusCode::kUnavailable);
+  std::string b;
+  Status s = (*store)->Get(*info, 0, &b);
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();  // not "corrupt"
+  EXPECT_EQ((*store)->BeginGeneration("x", 4096, 1).status().code(), StatusCode::kUnavailable);
+  EXPECT_LT(Clock::now() - t0, std::chrono::seconds(3));
+
+  ASSERT_EQ(server.Restart(), "");
+  // The next calls reconnect.
+  auto again = (*store)->Lookup("model");
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->generation, g1);
+  for (uint64_t i = 0; i < 6; ++i) {
+    ASSERT_TRUE((*store)->Get(*again, i, &b).ok()) << i;
+    EXPECT_EQ(b, MakeBlock(4096, i, g1));
+  }
+  uint64_t g2 = 0;
+  ASSERT_TRUE(WriteForest(**store, "model", 4096, 2, &g2).ok());
+  EXPECT_GT(g2, g1);
+}
+
+TEST(RedisStore, AHungServerFailsEachCallWithinTheCommandTimeout) {
+  RedisServer server;
+  ASSERT_EQ(server.Start(), "");
+  auto store = OpenBlockStore(server.uri(), Opts());
+  ASSERT_TRUE(store.ok());
+  uint64_t g1 = 0;
+  ASSERT_TRUE(WriteForest(**store, "model", 4096, 2, &g1).ok());
+  auto info = (*store)->Lookup("model");
+  ASSERT_TRUE(info.ok());
+  ASSERT_EQ(::kill(server.pid(), SIGSTOP), 0);
+  const auto t0 = Clock::now();
+  std::string b;
+  Status s = (*store)->Get(*info, 1, &b);
+  const auto took = Clock::now() - t0;
+  ::kill(server.pid(), SIGCONT);
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
+  EXPECT_GE(took, std::chrono::milliseconds(600));
+  // One retry on a fresh connection at most: two command timeouts plus a connect.
+  EXPECT_LT(took, std::chrono::milliseconds(2500));
+  ASSERT_TRUE((*store)->Get(*info, 1, &b).ok());
+  EXPECT_EQ(b, MakeBlock(4096, 1, g1));
+}
+
+TEST(RedisStore, PasswordComesFromTheUriOrTheOption) {
+  RedisServer server;
+  ASSERT_EQ(server.Start("s3cret"), "");
+  const std::string hostport = "127.0.0.1:" + std::to_string(server.port());
+  auto with_uri = OpenBlockStore("redis://:s3cret@" + hostport, Opts());
+  ASSERT_TRUE(with_uri.ok()) << with_uri.status().ToString();
+  ASSERT_TRUE(WriteForest(**with_uri, "model", 4096, 1).ok());
+
+  StoreOptions o = Opts();
+  o.password = "s3cret";
+  auto with_option = OpenBlockStore("redis://" + hostport, o);
+  ASSERT_TRUE(with_option.ok()) << with_option.status().ToString();
+  EXPECT_TRUE((*with_option)->Lookup("model").ok());
+
+  Status wrong = OpenBlockStore("redis://:nope@" + hostport, Opts()).status();
+  EXPECT_EQ(wrong.code(), StatusCode::kInvalidArgument) << wrong.ToString();
+  EXPECT_NE(wrong.message().find("rejected the password"), std::string::npos) << wrong.ToString();
+  Status none = OpenBlockStore("redis://" + hostport, Opts()).status();
+  EXPECT_EQ(none.code(), StatusCode::kInvalidArgument) << none.ToString();
+  EXPECT_NE(none.message().find("needs a password"), std::string::npos) << none.ToString();
+}
+
+TEST(RedisStore, TheDatabaseNumberInTheUriIsSelected) {
+  RedisServer server;
+  ASSERT_EQ(server.Start(), "");
+  auto store = OpenBlockStore(server.uri() + "/5", Opts());
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  ASSERT_TRUE(WriteForest(**store, "model", 4096, 1).ok());
+  EXPECT_EQ(RawRedis(server.port(), "", 5).Command({"HLEN", "pacset:catalog"}), "1");
+  EXPECT_EQ(RawRedis(server.port()).Command({"HLEN", "pacset:catalog"}), "0");
+  Status s = OpenBlockStore(server.uri() + "/99", Opts()).status();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+  EXPECT_NE(s.message().find("cannot select database 99"), std::string::npos) << s.ToString();
+}
+
+TEST(RedisStore, AllKeysAreUnderThePacsetNamespace) {
+  RedisServer server;
+  ASSERT_EQ(server.Start(), "");
+  auto store = OpenBlockStore(server.uri(), Opts());
+  ASSERT_TRUE(store.ok());
+  ASSERT_TRUE(WriteForest(**store, "model", 4096, 3).ok());
+  ASSERT_TRUE((*store)->Pin("model", 1).ok());
+  RawRedis raw(server.port());
+  raw.Command({"SET", "someone-else", "x"});
+  const std::string keys = raw.Command({"KEYS", "*"});
+  size_t begin = 0;
+  int n = 0;
+  while (begin <= keys.size()) {
+    const size_t end = keys.find('\n', begin);
+    const std::string k = keys.substr(begin, end == std::string::npos ? end : end - begin);
+    if (k != "someone-else") {
+      EXPECT_EQ(k.rfind("pacset:", 0), 0u) << k;
+      ++n;
+    }
+    if (end == std::string::npos) break;
+    begin = end + 1;
+  }
+  EXPECT_GT(n, 5);
+}
+
+TEST(RedisStore, AnImportWhoseLeaseExpiredIsCollectedAndCannotPublish) {
+  RedisServer server;
+  ASSERT_EQ(server.Start(), "");
+  auto store = OpenBlockStore(server.uri(), Opts());
+  ASSERT_TRUE(store.ok());
+  auto w = (*store)->BeginGeneration("model", 4096, 2);
+  ASSERT_TRUE(w.ok());
+  for (uint64_t i = 0; i < 2; ++i) ASSERT_TRUE((*w)->Put(i, MakeBlock(4096, i, 1).data()).ok());
+  // As if this process had been cut off for longer than the lease.
+  RawRedis(server.port()).Command({"DEL", "pacset:lease:pending:model:1"});
+  auto n = (*store)->CollectGarbage();
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, 1u);
+  Status s = (*w)->Publish(ForestInfo{});
+  EXPECT_EQ(s.code(), StatusCode::kDeadlineExceeded) << s.ToString();
+  EXPECT_EQ((*store)->Lookup("model").status().code(), StatusCode::kNotFound);
+}
+
+TEST(RedisStore, PinLeasesAreRefreshedWhileHeld) {
+  RedisServer server;
+  ASSERT_EQ(server.Start(), "");
+  auto store = OpenBlockStore(server.uri(), Opts());
+  ASSERT_TRUE(store.ok());
+  uint64_t g1 = 0;
+  ASSERT_TRUE(WriteForest(**store, "model", 4096, 2, &g1).ok());
+  ASSERT_TRUE((*store)->Pin("model", g1).ok());
+  ASSERT_TRUE(WriteForest(**store, "model", 4096, 2).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // 2.5 leases
+  auto n = (*store)->CollectGarbage();
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, 0u);
+  ASSERT_TRUE((*store)->Unpin("model", g1).ok());
+  n = (*store)->CollectGarbage();
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, 1u);
+}
+
+}  // namespace
+}  // namespace pacset
