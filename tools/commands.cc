@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
+#include <unistd.h>
 #include <fstream>
 #include <map>
 #include <set>
@@ -16,6 +18,8 @@
 #include "layout/engine.h"
 #include "layout/pack.h"
 #include "model/predict.h"
+#include "store/block_store.h"
+#include "store/publish.h"
 #include "util/csv.h"
 
 namespace pacset {
@@ -397,6 +401,166 @@ Status RunLayoutReport(const LayoutReportOptions& opts) {
     std::printf("(blocks per row count node blocks touched by one row; 'open' is the metadata "
                 "blocks read once when the file is opened)\n");
   }
+  return Status::Ok();
+}
+
+}  // namespace pacset
+
+namespace pacset {
+namespace {
+
+StatusOr<std::unique_ptr<BlockStore>> OpenStoreFor(const StoreCommandOptions& o, bool write) {
+  StoreOptions so;
+  so.read_only = !write;
+  const std::string uri = o.store.empty() ? DefaultStoreUri() : o.store;
+  auto s = OpenBlockStore(uri, so);
+  if (!s.ok()) return s.status().WithContext("store " + uri);
+  return s;
+}
+
+std::string BaseName(const std::string& p) {
+  const size_t i = p.rfind('/');
+  return i == std::string::npos ? p : p.substr(i + 1);
+}
+
+std::string TimeString(int64_t unix_ns) {
+  const time_t t = static_cast<time_t>(unix_ns / 1000000000);
+  char buf[64];
+  std::tm tm;
+  gmtime_r(&t, &tm);
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+}  // namespace
+
+Status RunImport(const ImportOptions& opts) {
+  PACSET_RETURN_IF_ERROR(ValidateForestName(opts.name));
+  std::string pac = opts.input;
+  std::string temp;
+  ForestInfo info;
+  info.source_file = BaseName(opts.input);
+  if (!IsPacFile(opts.input)) {
+    // A model: pack it on the way in, into a temporary file.
+    PACSET_ASSIGN_OR_RETURN(PackOptions po, ToPackOptions(opts.pack));
+    po.progress = true;
+    PACSET_ASSIGN_OR_RETURN(Forest forest,
+                            LoadForPacking(opts.input, opts.format, opts.pack.calibrate));
+    const char* tmpdir = std::getenv("TMPDIR");
+    temp = std::string(tmpdir ? tmpdir : "/tmp") + "/pacset-import-" + std::to_string(getpid()) +
+           ".pac";
+    PACSET_RETURN_IF_ERROR(PackForestToFile(forest, po, temp));
+    pac = temp;
+    info.source_format = forest.source.format;
+    info.source_library = forest.source.library_version;
+  } else {
+    info.source_format = "pac";
+  }
+  struct Cleanup {
+    std::string path;
+    ~Cleanup() {
+      if (!path.empty()) unlink(path.c_str());
+    }
+  } cleanup{temp};
+  PACSET_ASSIGN_OR_RETURN(auto file, PacFile::Open(pac));
+  if (info.source_format == "pac") {
+    nlohmann::json src = nlohmann::json::parse(file->SourceInfoJson(), nullptr, false);
+    if (src.is_object()) {
+      info.source_format = src.value("source_format", std::string("pac"));
+      info.source_library = src.value("library_version", std::string());
+      if (!src.value("source_file", std::string()).empty())
+        info.source_file = src.value("source_file", std::string());
+    }
+  }
+  info.header_checksum = file->header().checksum;
+  info.created_unix_ns = static_cast<int64_t>(std::time(nullptr)) * 1000000000;
+  const uint32_t bs = file->header().block_size;
+  file.reset();
+  PACSET_ASSIGN_OR_RETURN(auto store, OpenStoreFor(opts.store, /*write=*/true));
+  uint64_t gen = 0;
+  PACSET_RETURN_IF_ERROR(PublishFile(*store, opts.name, pac, bs, info, &gen));
+  PACSET_ASSIGN_OR_RETURN(ForestInfo published, store->Lookup(opts.name));
+  std::printf("imported %s as '%s' generation %llu: %llu blocks of %s (%s)\n", opts.input.c_str(),
+              opts.name.c_str(), static_cast<unsigned long long>(gen),
+              static_cast<unsigned long long>(published.block_count), HumanBytes(bs).c_str(),
+              HumanBytes(published.size_bytes).c_str());
+  return Status::Ok();
+}
+
+Status RunList(const StoreCommandOptions& opts) {
+  PACSET_ASSIGN_OR_RETURN(auto store, OpenStoreFor(opts, false));
+  PACSET_ASSIGN_OR_RETURN(std::vector<ForestInfo> list, store->List());
+  if (opts.json) {
+    nlohmann::json j = nlohmann::json::array();
+    for (const auto& f : list)
+      j.push_back({{"name", f.name},
+                   {"generation", f.generation},
+                   {"size_bytes", f.size_bytes},
+                   {"block_size", f.block_size},
+                   {"block_count", f.block_count},
+                   {"header_checksum", f.header_checksum},
+                   {"created", TimeString(f.created_unix_ns)},
+                   {"source_file", f.source_file},
+                   {"source_format", f.source_format},
+                   {"source_library", f.source_library}});
+    std::printf("%s\n", j.dump(2).c_str());
+    return Status::Ok();
+  }
+  std::printf("%-24s %4s %10s %8s %8s  %-20s  %s\n", "NAME", "GEN", "SIZE", "BLOCK", "BLOCKS",
+              "CREATED", "SOURCE");
+  for (const auto& f : list)
+    std::printf("%-24s %4llu %10s %8s %8llu  %-20s  %s (%s%s%s)\n", f.name.c_str(),
+                static_cast<unsigned long long>(f.generation), HumanBytes(f.size_bytes).c_str(),
+                HumanBytes(f.block_size).c_str(), static_cast<unsigned long long>(f.block_count),
+                TimeString(f.created_unix_ns).c_str(), f.source_file.c_str(),
+                f.source_format.c_str(), f.source_library.empty() ? "" : ", ",
+                f.source_library.c_str());
+  return Status::Ok();
+}
+
+Status RunRemove(const std::string& name, const StoreCommandOptions& opts) {
+  PACSET_RETURN_IF_ERROR(ValidateForestName(name));
+  PACSET_ASSIGN_OR_RETURN(auto store, OpenStoreFor(opts, true));
+  PACSET_RETURN_IF_ERROR(store->Delete(name));
+  std::printf("removed '%s'\n", name.c_str());
+  return Status::Ok();
+}
+
+Status RunVerify(const std::string& name, const StoreCommandOptions& opts) {
+  PACSET_ASSIGN_OR_RETURN(auto store, OpenStoreFor(opts, false));
+  std::vector<ForestInfo> forests;
+  if (name.empty()) {
+    PACSET_ASSIGN_OR_RETURN(forests, store->List());
+  } else {
+    PACSET_RETURN_IF_ERROR(ValidateForestName(name));
+    PACSET_ASSIGN_OR_RETURN(ForestInfo f, store->Lookup(name));
+    forests.push_back(f);
+  }
+  uint64_t bad_total = 0;
+  for (const auto& f : forests) {
+    PACSET_ASSIGN_OR_RETURN(std::vector<uint64_t> bad, VerifyForest(*store, f));
+    for (uint64_t b : bad)
+      std::printf("%s generation %llu: block %llu is corrupt or missing\n", f.name.c_str(),
+                  static_cast<unsigned long long>(f.generation), static_cast<unsigned long long>(b));
+    std::printf("%s generation %llu: %llu blocks, %zu bad\n", f.name.c_str(),
+                static_cast<unsigned long long>(f.generation),
+                static_cast<unsigned long long>(f.block_count), bad.size());
+    bad_total += bad.size();
+  }
+  if (bad_total)
+    return Status::Corruption(std::to_string(bad_total) + " bad block" + (bad_total > 1 ? "s" : ""));
+  return Status::Ok();
+}
+
+Status RunExport(const std::string& name, const std::string& output,
+                 const StoreCommandOptions& opts) {
+  PACSET_RETURN_IF_ERROR(ValidateForestName(name));
+  PACSET_ASSIGN_OR_RETURN(auto store, OpenStoreFor(opts, false));
+  PACSET_ASSIGN_OR_RETURN(ForestInfo f, store->Lookup(name));
+  PACSET_RETURN_IF_ERROR(ExportToFile(*store, f, output));
+  std::printf("exported '%s' generation %llu to %s (%s)\n", name.c_str(),
+              static_cast<unsigned long long>(f.generation), output.c_str(),
+              HumanBytes(f.size_bytes).c_str());
   return Status::Ok();
 }
 

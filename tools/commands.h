@@ -60,6 +60,26 @@ struct LayoutReportOptions {
 };
 Status RunLayoutReport(const LayoutReportOptions& opts);
 
+struct StoreCommandOptions {
+  std::string store;  // URI; empty: DefaultStoreUri()
+  bool json = false;
+};
+
+struct ImportOptions {
+  std::string input;  // a model file or a .pac file
+  std::string name;
+  ModelFormat format = ModelFormat::kAuto;
+  PackCliOptions pack;
+  StoreCommandOptions store;
+};
+Status RunImport(const ImportOptions& opts);
+Status RunList(const StoreCommandOptions& opts);
+Status RunRemove(const std::string& name, const StoreCommandOptions& opts);
+// Reports every bad block of NAME (all forests when empty); kCorruption if any.
+Status RunVerify(const std::string& name, const StoreCommandOptions& opts);
+Status RunExport(const std::string& name, const std::string& output,
+                 const StoreCommandOptions& opts);
+
 // "4096", "4K", "4KiB", "64k", "1M", "1MiB" -> bytes.
 StatusOr<uint32_t> ParseBlockSize(const std::string& text);
 

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 
+#include "store/block_store.h"
 #include "tools/commands.h"
 
 namespace {
@@ -14,12 +15,19 @@ int Fail(const pacset::Status& s) {
 }
 
 void AddPackOptions(CLI::App* app, pacset::PackCliOptions* o);
+void AddStore(CLI::App* app, pacset::StoreCommandOptions* o);
 
 CLI::Option* AddFormat(CLI::App* app, std::string* format) {
   return app->add_option("--format", *format,
                          "Model format: auto, xgboost-json, xgboost-ubjson, sklearn-json, "
                          "sklearn-pickle, lightgbm, pacset-forest")
       ->default_val("auto");
+}
+
+void AddStore(CLI::App* app, pacset::StoreCommandOptions* o) {
+  app->add_option("--store", o->store,
+                  "Store URI: rocksdb:PATH, dir:PATH or redis://[:PASSWORD@]HOST:PORT[/DB] "
+                  "(default: $PACSET_STORE, else " + pacset::DefaultStoreUri() + ")");
 }
 
 void AddPackOptions(CLI::App* app, pacset::PackCliOptions* o) {
@@ -86,6 +94,39 @@ int main(int argc, char** argv) {
   r->add_flag("--json", report.json, "Print one JSON object");
   AddFormat(r, &report_format);
 
+  pacset::ImportOptions import;
+  std::string import_format;
+  auto* im = app.add_subcommand("import", "Put a model (packed on the way in) or a .pac into a store");
+  im->add_option("MODEL_OR_PAC", import.input, "Model file or .pac file")->required();
+  im->add_option("--name", import.name, "Forest name (the file is NAME.pac on a mount)")->required();
+  AddStore(im, &import.store);
+  AddPackOptions(im, &import.pack);
+  AddFormat(im, &import_format);
+
+  pacset::StoreCommandOptions ls_opts;
+  auto* ls = app.add_subcommand("ls", "List the forests in a store");
+  AddStore(ls, &ls_opts);
+  ls->add_flag("--json", ls_opts.json, "Print JSON");
+
+  pacset::StoreCommandOptions rm_opts;
+  std::string rm_name;
+  auto* rm = app.add_subcommand("rm", "Remove a forest from a store");
+  rm->add_option("NAME", rm_name)->required();
+  AddStore(rm, &rm_opts);
+
+  pacset::StoreCommandOptions verify_opts;
+  std::string verify_name;
+  auto* vf = app.add_subcommand("verify", "Check every block of a forest (or of all forests)");
+  vf->add_option("NAME", verify_name);
+  AddStore(vf, &verify_opts);
+
+  pacset::StoreCommandOptions export_opts;
+  std::string export_name, export_out;
+  auto* ex = app.add_subcommand("export", "Write a stored forest back to a .pac file");
+  ex->add_option("NAME", export_name)->required();
+  ex->add_option("-o,--output", export_out, "The .pac file to write")->required();
+  AddStore(ex, &export_opts);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -109,6 +150,19 @@ int main(int argc, char** argv) {
     if (!f.ok()) return Fail(f.status());
     pack.format = *f;
     s = pacset::RunPack(pack);
+  } else if (*im) {
+    auto f = pacset::ParseModelFormat(import_format);
+    if (!f.ok()) return Fail(f.status());
+    import.format = *f;
+    s = pacset::RunImport(import);
+  } else if (*ls) {
+    s = pacset::RunList(ls_opts);
+  } else if (*rm) {
+    s = pacset::RunRemove(rm_name, rm_opts);
+  } else if (*vf) {
+    s = pacset::RunVerify(verify_name, verify_opts);
+  } else if (*ex) {
+    s = pacset::RunExport(export_name, export_out, export_opts);
   } else if (*r) {
     auto f = pacset::ParseModelFormat(report_format);
     if (!f.ok()) return Fail(f.status());

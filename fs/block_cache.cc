@@ -1,0 +1,91 @@
+#include "fs/block_cache.h"
+
+#include <vector>
+
+namespace pacset {
+
+StatusOr<BlockData> BlockCache::GetOrFetch(const BlockKey& key,
+                                           const std::function<Status(std::string*)>& fetch,
+                                           Source* source) {
+  std::shared_ptr<Flight> flight;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    auto it = entries_.find(key);
+    if (it != entries_.end()) {
+      lru_.splice(lru_.begin(), lru_, it->second.lru);
+      if (source) *source = Source::kCache;
+      return it->second.data;
+    }
+    auto f = flights_.find(key);
+    if (f != flights_.end()) {
+      flight = f->second;
+      cv_.wait(lock, [&] { return flight->done; });
+      if (source) *source = Source::kJoined;
+      if (!flight->status.ok()) return flight->status;
+      return flight->data;
+    }
+    flight = std::make_shared<Flight>();
+    flights_[key] = flight;
+  }
+  auto data = std::make_shared<std::string>();
+  Status s = fetch(data.get());
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    flight->done = true;
+    flight->status = s;
+    if (s.ok()) {
+      flight->data = data;
+      InsertLocked(key, data);
+    }
+    flights_.erase(key);
+  }
+  cv_.notify_all();
+  if (source) *source = Source::kStore;
+  if (!s.ok()) return s;
+  return BlockData(data);
+}
+
+void BlockCache::InsertLocked(const BlockKey& key, BlockData data) {
+  if (data->size() > capacity_) return;  // never cache what cannot fit
+  lru_.push_front(key);
+  bytes_ += data->size();
+  entries_[key] = Entry{std::move(data), lru_.begin()};
+  while (bytes_ > capacity_ && !lru_.empty()) {
+    const BlockKey victim = lru_.back();
+    auto it = entries_.find(victim);
+    bytes_ -= it->second.data->size();
+    entries_.erase(it);
+    lru_.pop_back();
+  }
+}
+
+template <typename Pred>
+void BlockCache::DropIfLocked(Pred pred) {
+  for (auto it = lru_.begin(); it != lru_.end();) {
+    if (pred(*it)) {
+      auto e = entries_.find(*it);
+      bytes_ -= e->second.data->size();
+      entries_.erase(e);
+      it = lru_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void BlockCache::Drop(uint32_t forest) {
+  std::lock_guard<std::mutex> lock(mu_);
+  DropIfLocked([&](const BlockKey& k) { return forest == 0 || k.forest == forest; });
+}
+
+void BlockCache::DropGeneration(uint32_t forest, uint64_t generation) {
+  std::lock_guard<std::mutex> lock(mu_);
+  DropIfLocked([&](const BlockKey& k) { return k.forest == forest && k.generation == generation; });
+}
+
+size_t BlockCache::bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return bytes_;
+}
+
+}  // namespace pacset

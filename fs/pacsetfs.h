@@ -1,0 +1,64 @@
+// pacsetfs: every forest in a block store, presented as a read-only file.
+//
+//   MOUNTPOINT/NAME.pac           the current generation of forest NAME,
+//                                 byte-identical to `pacset export NAME`
+//   MOUNTPOINT/.pacsetfs/stats    live counters (JSON)
+//   MOUNTPOINT/.pacsetfs/control  write "drop NAME" / "drop *" to make forests cold
+//
+// Reads map to the blocks that cover them; each block is fetched from the
+// store once per cold access (an in-daemon cache with a memory bound and
+// single-flight fetching), verified, and served. Generations are immutable,
+// so pages stay in the kernel's page cache; each generation is its own inode,
+// so a re-import never mixes old and new pages: new opens see the new
+// generation, open files and live mappings keep theirs (pinned in the store
+// until released). Kernel readahead is off, so an mmap reader pulls only the
+// pages it touches; a freshly fetched block is then pushed whole into the
+// page cache so the reader's next faults in it cost no request.
+//
+// Design notes: fs/DESIGN.md.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "util/status.h"
+
+namespace pacset {
+
+struct MountOptions {
+  std::string mountpoint;
+  std::string store_uri;           // empty: DefaultStoreUri()
+  bool foreground = false;
+  bool debug = false;              // libfuse request log (implies foreground)
+  bool allow_other = false;
+  bool auto_unmount = true;        // unmount when the daemon dies
+  size_t cache_bytes = 256u << 20; // daemon block cache bound
+  std::string trace_path;          // block-access log; empty: none
+  size_t trace_queue_records = 1 << 16;
+  int store_timeout_ms = 10000;    // deadline for one block fetch, retries included
+  int catalog_refresh_ms = 500;    // how often to look for new generations
+  bool push_blocks = true;         // push fetched blocks whole into the page cache
+  bool prefetch_bins = false;      // at open, fetch metadata and bin blocks ahead
+  uint32_t max_readahead = 0;      // kernel readahead in bytes (0: exact page faults)
+  int max_threads = 16;
+};
+
+// Parses a comma-separated -o list into `opts`. Mount-table options that
+// make no sense here (dev, suid, nofail, _netdev, ro, rw, defaults, ...)
+// are accepted and ignored; unknown options are an error.
+Status ParseMountOptionString(const std::string& list, MountOptions* opts);
+
+// Mounts and serves until unmounted (or a signal). Without `foreground` the
+// process daemonizes once the mount is up; errors found before that are
+// returned to the caller.
+Status RunMount(const MountOptions& opts);
+
+// Unmounts (umount2 as root, fusermount3 -u otherwise).
+Status Unmount(const std::string& mountpoint);
+
+// Asks the daemon serving `mountpoint` to drop the kernel page cache and its
+// own cache for forest `name` ("" or "*": all forests), even while mapped.
+Status DropCaches(const std::string& mountpoint, const std::string& name);
+
+}  // namespace pacset

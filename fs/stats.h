@@ -1,0 +1,58 @@
+// Live counters of a mount, served as JSON at MOUNTPOINT/.pacsetfs/stats.
+// Counters are relaxed atomics: cheap on the read path, exact once quiet.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+namespace pacset {
+
+// Fetch latencies in power-of-two microsecond buckets: bucket i holds
+// latencies in [2^(i-1), 2^i) us (bucket 0: < 1 us).
+class LatencyHistogram {
+ public:
+  static constexpr int kBuckets = 32;
+  void Add(uint64_t ns);
+  // Upper bound (us) of the bucket holding quantile q (0..1); 0 when empty.
+  uint64_t QuantileUpperUs(double q) const;
+  uint64_t count() const;
+  std::array<uint64_t, kBuckets> Snapshot() const;
+
+ private:
+  std::array<std::atomic<uint64_t>, kBuckets> buckets_{};
+};
+
+struct ForestStats {
+  std::atomic<uint64_t> generation{0};
+  std::atomic<uint64_t> opens{0};
+  std::atomic<uint64_t> reads{0};           // read requests from the kernel
+  std::atomic<uint64_t> read_bytes{0};
+  std::atomic<uint64_t> blocks_fetched{0};  // from the store
+  std::atomic<uint64_t> fetched_bytes{0};
+  std::atomic<uint64_t> cache_hits{0};      // served from the daemon cache
+  std::atomic<uint64_t> joined{0};          // waited for a fetch under way
+  std::atomic<uint64_t> prefetched{0};
+  std::atomic<uint64_t> pushed{0};          // blocks pushed into the page cache
+  std::atomic<uint64_t> errors{0};          // reads answered with an error
+  std::atomic<uint64_t> corrupt_blocks{0};
+  std::atomic<uint64_t> store_retries{0};
+  LatencyHistogram fetch_latency;
+};
+
+class MountStats {
+ public:
+  std::shared_ptr<ForestStats> For(const std::string& forest);
+  // One JSON object: {"forests": {name: {...}}, plus the extra members given}.
+  std::string ToJson(const std::string& extra_members_json) const;
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, std::shared_ptr<ForestStats>> forests_;
+};
+
+}  // namespace pacset

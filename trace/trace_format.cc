@@ -1,0 +1,121 @@
+#include "trace/trace_format.h"
+
+#include <time.h>
+#include <xxhash.h>
+
+namespace pacset {
+namespace {
+
+template <typename T>
+void Put(char* p, size_t off, T v) {
+  std::memcpy(p + off, &v, sizeof(T));
+}
+template <typename T>
+T Get(const char* p, size_t off) {
+  T v;
+  std::memcpy(&v, p + off, sizeof(T));
+  return v;
+}
+
+}  // namespace
+
+uint64_t MonotonicNowNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// Layout (little-endian):
+//   0 u8 type | 1 u8 source | 2 u16 flags | 4 u32 forest | 8 u64 time_ns
+//  16 u64 generation | 24 u64 block | 32 u32 bytes | 36 u32 pid | 40 u32 latency_ns
+//  44 u32 checksum = low 32 bits of XXH3-64 of bytes [0, 44)
+// Forest name records reuse bytes 8..40 for a 32-byte name chunk, 40 u32 chunk
+// index, and keep the total name length in `generation`... see FORMAT.md.
+void EncodeTraceRecord(const TraceRecord& r, char out[kTraceRecordSize]) {
+  std::memset(out, 0, kTraceRecordSize);
+  out[0] = static_cast<char>(r.type);
+  out[1] = static_cast<char>(r.source);
+  Put<uint16_t>(out, 2, r.flags);
+  Put<uint32_t>(out, 4, r.forest);
+  if (r.type == TraceRecordType::kForestName) {
+    std::memcpy(out + 8, r.name_chunk.data(), std::min(r.name_chunk.size(), kTraceNameChunk));
+    Put<uint32_t>(out, 40, r.chunk_index);
+    Put<uint16_t>(out, 2, static_cast<uint16_t>(r.generation));  // total name length
+  } else {
+    Put<uint64_t>(out, 8, r.time_ns);
+    Put<uint64_t>(out, 16, r.generation);
+    Put<uint64_t>(out, 24, r.block);
+    Put<uint32_t>(out, 32, r.bytes);
+    Put<uint32_t>(out, 36, r.pid);
+    Put<uint32_t>(out, 40, r.latency_ns);
+  }
+  Put<uint32_t>(out, 44, static_cast<uint32_t>(XXH3_64bits(out, 44)));
+}
+
+bool DecodeTraceRecord(const char in[kTraceRecordSize], TraceRecord* r) {
+  if (Get<uint32_t>(in, 44) != static_cast<uint32_t>(XXH3_64bits(in, 44))) return false;
+  const uint8_t type = static_cast<uint8_t>(in[0]);
+  if (type < 1 || type > 6) return false;
+  *r = TraceRecord();
+  r->type = static_cast<TraceRecordType>(type);
+  r->source = static_cast<TraceSource>(static_cast<uint8_t>(in[1]));
+  r->forest = Get<uint32_t>(in, 4);
+  if (r->type == TraceRecordType::kForestName) {
+    const uint16_t total = Get<uint16_t>(in, 2);
+    r->generation = total;
+    r->chunk_index = Get<uint32_t>(in, 40);
+    const size_t start = static_cast<size_t>(r->chunk_index) * kTraceNameChunk;
+    const size_t n = start >= total ? 0 : std::min(kTraceNameChunk, total - start);
+    r->name_chunk.assign(in + 8, n);
+    return true;
+  }
+  r->flags = Get<uint16_t>(in, 2);
+  r->time_ns = Get<uint64_t>(in, 8);
+  r->generation = Get<uint64_t>(in, 16);
+  r->block = Get<uint64_t>(in, 24);
+  r->bytes = Get<uint32_t>(in, 32);
+  r->pid = Get<uint32_t>(in, 36);
+  r->latency_ns = Get<uint32_t>(in, 40);
+  return true;
+}
+
+// Header: 0 magic[8] | 8 u32 version | 12 u32 header size | 16 u32 record size
+//        | 20 u32 writer pid | 24 u64 start monotonic ns | 32 u64 start realtime ns
+//        | 40..56 reserved | 56 u64 checksum = XXH3-64 of [0, 56)
+void EncodeTraceHeader(const TraceFileHeader& h, char out[kTraceHeaderSize]) {
+  std::memset(out, 0, kTraceHeaderSize);
+  std::memcpy(out, kTraceMagic, 8);
+  Put<uint32_t>(out, 8, h.version);
+  Put<uint32_t>(out, 12, kTraceHeaderSize);
+  Put<uint32_t>(out, 16, kTraceRecordSize);
+  Put<uint32_t>(out, 20, h.pid);
+  Put<uint64_t>(out, 24, h.start_monotonic_ns);
+  Put<uint64_t>(out, 32, h.start_realtime_ns);
+  Put<uint64_t>(out, 56, XXH3_64bits(out, 56));
+}
+
+bool DecodeTraceHeader(const char in[kTraceHeaderSize], TraceFileHeader* h, std::string* error) {
+  if (std::memcmp(in, kTraceMagic, 8) != 0) {
+    *error = "not a pacsetfs trace file";
+    return false;
+  }
+  if (Get<uint64_t>(in, 56) != XXH3_64bits(in, 56)) {
+    *error = "trace header checksum mismatch";
+    return false;
+  }
+  h->version = Get<uint32_t>(in, 8);
+  if (h->version != kTraceVersion) {
+    *error = "trace format version " + std::to_string(h->version) + " is not supported";
+    return false;
+  }
+  if (Get<uint32_t>(in, 12) != kTraceHeaderSize || Get<uint32_t>(in, 16) != kTraceRecordSize) {
+    *error = "unexpected trace header or record size";
+    return false;
+  }
+  h->pid = Get<uint32_t>(in, 20);
+  h->start_monotonic_ns = Get<uint64_t>(in, 24);
+  h->start_realtime_ns = Get<uint64_t>(in, 32);
+  return true;
+}
+
+}  // namespace pacset
