@@ -10,6 +10,7 @@
 #include <limits.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <syslog.h>
 #include <unistd.h>
@@ -441,8 +442,13 @@ class PacsetFs {
   // Fetches with a deadline: retry transient failures with backoff, retry a
   // corrupt block once (it may have been damaged in flight), then give up.
   Status FetchBlock(const ForestInode& f, uint64_t block, std::string* out) {
-    const auto deadline =
-        std::chrono::steady_clock::now() + std::chrono::milliseconds(opts_.store_timeout_ms);
+    const auto start = std::chrono::steady_clock::now();
+    // While the store is known to be down, fail at once: the kernel retries a
+    // failed page read, and every worker thread would otherwise wait out the
+    // deadline again.
+    if (start.time_since_epoch().count() < store_down_until_.load(std::memory_order_relaxed))
+      return Status::Unavailable("store " + opts_.store_uri + " is unreachable (retrying shortly)");
+    const auto deadline = start + std::chrono::milliseconds(opts_.store_timeout_ms);
     auto backoff = std::chrono::milliseconds(10);
     bool retried_corruption = false;
     while (true) {
@@ -461,6 +467,9 @@ class PacsetFs {
       if (std::chrono::steady_clock::now() + backoff >= deadline) {
         Log(LOG_ERR, "forest '%s' block %llu: giving up after %d ms: %s", f.name.c_str(),
             static_cast<unsigned long long>(block), opts_.store_timeout_ms, s.ToString().c_str());
+        const auto quiet = std::chrono::milliseconds(std::min(opts_.store_timeout_ms, 1000));
+        store_down_until_.store((std::chrono::steady_clock::now() + quiet).time_since_epoch().count(),
+                                std::memory_order_relaxed);
         return Status::DeadlineExceeded(s.ToString());
       }
       f.stats->store_retries.fetch_add(1, std::memory_order_relaxed);
@@ -688,6 +697,8 @@ class PacsetFs {
   std::map<std::string, uint32_t> forest_ids_;
   fuse_ino_t next_ino_ = kFirstForestIno;
 
+  std::atomic<int64_t> store_down_until_{0};  // steady_clock ticks
+
   std::mutex bg_mu_;
   std::condition_variable bg_cv_;
   bool stop_ = false;
@@ -729,9 +740,11 @@ const fuse_lowlevel_ops kOps = [] {
   return ops;
 }();
 
+// statfs always reaches the daemon (stat may be answered from the kernel's
+// attribute cache), so ENOTCONN here means the daemon is gone.
 bool IsStaleMount(const std::string& path) {
-  struct stat st;
-  return stat(path.c_str(), &st) != 0 && errno == ENOTCONN;
+  struct statvfs st;
+  return statvfs(path.c_str(), &st) != 0 && errno == ENOTCONN;
 }
 
 int RunCommand(const std::vector<std::string>& args) {
@@ -848,7 +861,9 @@ Status RunMount(const MountOptions& in) {
   // opened again afterwards (RocksDB's threads do not survive fork()).
   StoreOptions so;
   so.read_only = true;
-  so.io_timeout_ms = std::min(opts.store_timeout_ms, 5000);
+  // One store call must fit well inside the fetch deadline.
+  so.io_timeout_ms = std::clamp(opts.store_timeout_ms / 2, 100, 5000);
+  so.connect_timeout_ms = so.io_timeout_ms;
   {
     PACSET_ASSIGN_OR_RETURN(auto probe, OpenBlockStore(opts.store_uri, so));
     PACSET_RETURN_IF_ERROR(probe->List().status().WithContext("store " + opts.store_uri));

@@ -1,0 +1,171 @@
+"""Helpers for the filesystem integration tests: real mounts, real stores,
+a real redis-server, with timeouts and guaranteed cleanup."""
+import os
+import signal
+import socket
+import struct
+import subprocess
+import time
+
+
+def run(cmd, check=True, **kw):
+    r = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    if check and r.returncode != 0:
+        raise AssertionError(f"{' '.join(map(str, cmd))} failed ({r.returncode}): {r.stderr.strip()}")
+    return r
+
+
+def is_mounted(path):
+    path = os.path.realpath(path)
+    with open("/proc/self/mounts") as f:
+        return any(line.split()[1] == path for line in f)
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class Redis:
+    """A real redis-server on loopback with persistence (so a restart keeps data)."""
+
+    def __init__(self, workdir):
+        self.dir = os.path.join(workdir, "redis")
+        os.makedirs(self.dir, exist_ok=True)
+        self.port = free_port()
+        self.proc = None
+
+    def start(self):
+        if not os.path.exists("/usr/bin/redis-server"):
+            raise AssertionError("redis-server is missing: apt-get install redis-server")
+        self.proc = subprocess.Popen(
+            ["/usr/bin/redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
+             "--dir", self.dir, "--save", "", "--appendonly", "yes", "--appendfsync", "always",
+             "--protected-mode", "no"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as s:
+                    s.sendall(b"PING\r\n")
+                    if s.recv(16).startswith(b"+PONG"):
+                        return self
+            except OSError:
+                pass
+            time.sleep(0.05)
+        raise AssertionError("redis-server did not start")
+
+    @property
+    def uri(self):
+        return f"redis://127.0.0.1:{self.port}"
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
+            self.proc.terminate()
+            self.proc.wait(timeout=10)
+        self.proc = None
+
+    def pause(self):
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self):
+        self.proc.send_signal(signal.SIGCONT)
+
+
+class Mount:
+    """`pacsetfs mount -f` in the background; always unmounted on exit."""
+
+    def __init__(self, pacsetfs, store, mountpoint, options="", trace=None, extra=()):
+        self.pacsetfs, self.store, self.mp = pacsetfs, store, mountpoint
+        self.options, self.trace, self.extra = options, trace, list(extra)
+        self.proc = None
+        self.log = mountpoint.rstrip("/") + ".log"
+
+    def __enter__(self):
+        os.makedirs(self.mp, exist_ok=True)
+        cmd = [self.pacsetfs, "mount", self.mp, "--store", self.store, "-f"] + self.extra
+        if self.options:
+            cmd += ["-o", self.options]
+        if self.trace:
+            cmd += ["--trace", self.trace]
+        self.logf = open(self.log, "w")
+        self.proc = subprocess.Popen(cmd, stdout=self.logf, stderr=subprocess.STDOUT)
+        deadline = time.time() + 15
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"pacsetfs exited ({self.proc.returncode}): {self.read_log()}")
+            if is_mounted(self.mp) and self._answers():
+                return self
+            time.sleep(0.05)
+        self.__exit__(None, None, None)
+        raise AssertionError(f"mount did not come up: {self.read_log()}")
+
+    def _answers(self):
+        # Reading stats needs the daemon (stat() can be answered from the
+        # kernel's cache even when a previous daemon is dead).
+        try:
+            with open(os.path.join(self.mp, ".pacsetfs", "stats")) as f:
+                return f.read(1) == "{"
+        except OSError:
+            return False
+
+    def read_log(self):
+        try:
+            with open(self.log) as f:
+                return f.read()[-2000:]
+        except OSError:
+            return ""
+
+    def __exit__(self, *exc):
+        if self.proc and self.proc.poll() is None:
+            subprocess.run(["fusermount3", "-u", self.mp], capture_output=True)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        if is_mounted(self.mp):
+            subprocess.run(["umount", "-l", self.mp], capture_output=True)
+        self.logf.close()
+        return False
+
+    def stats(self):
+        import json
+        with open(os.path.join(self.mp, ".pacsetfs", "stats")) as f:
+            return json.load(f)
+
+    def drop(self, name="*"):
+        with open(os.path.join(self.mp, ".pacsetfs", "control"), "w") as f:
+            f.write(f"drop {name}\n")
+
+
+def read_trace(path):
+    """Parses a trace (layout/../trace/FORMAT.md) independently of the C++ reader.
+    Returns (names, events); events are dicts for block accesses and drops."""
+    with open(path, "rb") as f:
+        data = f.read()
+    assert data[:8] == b"PACTRACE", "not a trace"
+    names, chunks, events = {}, {}, []
+    body = data[64:]
+    for i in range(len(body) // 48):
+        r = body[i * 48:(i + 1) * 48]
+        t = r[0]
+        if t == 1:
+            forest, = struct.unpack_from("<I", r, 4)
+            total, = struct.unpack_from("<H", r, 2)
+            idx, = struct.unpack_from("<I", r, 40)
+            chunks.setdefault(forest, {})[idx] = r[8:40]
+            name = b"".join(chunks[forest][k] for k in sorted(chunks[forest]))[:total]
+            names[forest] = name.decode()
+        elif t in (2, 6):
+            forest, = struct.unpack_from("<I", r, 4)
+            time_ns, gen, block = struct.unpack_from("<QQQ", r, 8)
+            nbytes, pid, lat = struct.unpack_from("<III", r, 32)
+            events.append({"type": "access" if t == 2 else "drop", "source": r[1],
+                           "flags": struct.unpack_from("<H", r, 2)[0], "forest": forest,
+                           "time": time_ns, "gen": gen, "block": block, "pid": pid})
+    return names, events
