@@ -81,7 +81,6 @@ struct ForestInode {
   fuse_ino_t ino = 0;
   std::string name;
   uint32_t forest_id = 0;  // for the block cache
-  uint32_t trace_id = 0;   // the trace's id for the name
   ForestInfo info;
   uint64_t nlookup = 0;    // guarded by mu_
   int64_t opens = 0;       // guarded by mu_
@@ -101,7 +100,8 @@ class PacsetFs {
 
   Status Start(std::unique_ptr<BlockStore> store, std::unique_ptr<TraceWriter> trace) {
     store_ = std::move(store);
-    trace_ = std::move(trace);
+    trace_ = std::shared_ptr<TraceWriter>(std::move(trace));
+    trace_path_ = opts_.trace_path;
     PACSET_RETURN_IF_ERROR(RefreshCatalog(/*notify=*/false));
     return Status::Ok();
   }
@@ -126,7 +126,14 @@ class PacsetFs {
       if (f->pinned) (void)store_->Unpin(f->name, f->info.generation);
   }
 
-  Status CloseTrace() { return trace_ ? trace_->Close() : Status::Ok(); }
+  Status CloseTrace() {
+    auto t = Trace();
+    return t ? t->Close() : Status::Ok();
+  }
+
+  // The current trace writer (tracing can be started and stopped at runtime
+  // through the control file), or null.
+  std::shared_ptr<TraceWriter> Trace() const { return std::atomic_load(&trace_); }
 
   // ---- FUSE operations ----
   void Init(fuse_conn_info* conn) {
@@ -408,7 +415,6 @@ class PacsetFs {
       id = forest_ids_.emplace(info.name, static_cast<uint32_t>(forest_ids_.size() + 1)).first;
     f->forest_id = id->second;
     f->stats = stats_.For(info.name);
-    if (trace_) f->trace_id = trace_->ForestId(info.name);
     f->stats->generation.store(info.generation, std::memory_order_relaxed);
     inodes_[f->ino] = f;
     by_gen_[{info.name, info.generation}] = f->ino;
@@ -506,7 +512,8 @@ class PacsetFs {
 
   void TraceAccess(const ForestInode& f, uint64_t block, BlockCache::Source src, uint32_t bytes,
                    uint32_t pid, uint64_t latency_ns, bool ok, bool prefetch = false) {
-    if (!trace_) return;
+    auto trace = Trace();
+    if (!trace) return;
     TraceRecord r;
     r.type = TraceRecordType::kBlockAccess;
     r.source = prefetch ? TraceSource::kPrefetch
@@ -514,14 +521,14 @@ class PacsetFs {
                : src == BlockCache::Source::kCache ? TraceSource::kCache
                                                    : TraceSource::kJoined;
     r.flags = ok ? 0 : kTraceFlagError;
-    r.forest = f.trace_id;
+    r.forest = trace->ForestId(f.name);
     r.time_ns = NowNs();
     r.generation = f.info.generation;
     r.block = block;
     r.bytes = bytes;
     r.pid = pid;
     r.latency_ns = static_cast<uint32_t>(std::min<uint64_t>(latency_ns, UINT32_MAX));
-    trace_->Record(r);
+    trace->Record(r);
   }
 
   // ---- catalog ----
@@ -655,17 +662,40 @@ class PacsetFs {
       } else if (id != 0) {
         cache_.Drop(id);
       }
-      if (trace_) {
+      if (auto trace = Trace()) {
         TraceRecord r;
         r.type = TraceRecordType::kDropCache;
-        r.forest = name == "*" ? 0 : trace_->ForestId(name);
+        r.forest = name == "*" ? 0 : trace->ForestId(name);
         r.time_ns = NowNs();
-        trace_->Record(r);
+        trace->Record(r);
       }
       Log(LOG_INFO, "dropped caches for %s", name == "*" ? "all forests" : name.c_str());
       return Status::Ok();
     }
-    return Status::InvalidArgument("unknown control command '" + cmd + "' (expected: drop NAME)");
+    if (cmd.rfind("trace start ", 0) == 0) {
+      const std::string path = cmd.substr(12);
+      if (path.empty() || path[0] != '/')
+        return Status::InvalidArgument("trace start needs an absolute path");
+      PACSET_ASSIGN_OR_RETURN(auto writer, TraceWriter::Open(path, opts_.trace_queue_records));
+      std::shared_ptr<TraceWriter> next(std::move(writer));
+      auto prev = std::atomic_exchange(&trace_, next);
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        trace_path_ = path;
+      }
+      if (prev) (void)prev->Close();
+      Log(LOG_INFO, "tracing block accesses to %s", path.c_str());
+      return Status::Ok();
+    }
+    if (cmd == "trace stop") {
+      auto prev = std::atomic_exchange(&trace_, std::shared_ptr<TraceWriter>());
+      if (!prev) return Status::Ok();
+      Status s = prev->Close();
+      Log(LOG_INFO, "tracing stopped");
+      return s;
+    }
+    return Status::InvalidArgument("unknown control command '" + cmd +
+                                   "' (expected: drop NAME, drop *, trace start /PATH, trace stop)");
   }
 
   std::string StatsJson() {
@@ -674,17 +704,20 @@ class PacsetFs {
         {"store", opts_.store_uri},
         {"cache", {{"bytes", cache_.bytes()}, {"capacity", cache_.capacity()}}},
     };
-    if (trace_)
-      extra["trace"] = {{"path", opts_.trace_path},
-                        {"written", trace_->written()},
-                        {"dropped", trace_->dropped()}};
+    if (auto trace = Trace()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      extra["trace"] = {{"path", trace_path_},
+                        {"written", trace->written()},
+                        {"dropped", trace->dropped()}};
+    }
     return stats_.ToJson(extra.dump());
   }
 
   MountOptions opts_;
   timespec mount_time_{};
   std::unique_ptr<BlockStore> store_;
-  std::unique_ptr<TraceWriter> trace_;
+  std::shared_ptr<TraceWriter> trace_;  // atomic_load / atomic_exchange only
+  std::string trace_path_;              // guarded by mu_
   BlockCache cache_;
   MountStats stats_;
   fuse_session* se_ = nullptr;
