@@ -89,10 +89,10 @@ struct ForestInfo {
 Status ValidateForestName(const std::string& name);
 
 struct StoreOptions {
-  int connect_timeout_ms = 2000;  // redis
-  int io_timeout_ms = 5000;       // redis: per command
-  std::string password;           // redis AUTH (also accepted in the URI)
-  size_t rocksdb_block_cache_bytes = 64u << 20;
+  int connect_timeout_ms = 2000;                 // redis
+  int io_timeout_ms = 5000;                      // redis: per command
+  std::string password;                          // redis AUTH (also accepted in the URI)
+  size_t rocksdb_block_cache_bytes = 64u << 20;  // measured, see store/rocksdb_store.cc; 0: none
   bool read_only = false;  // open for reading only (rocksdb: secondary instance)
   // redis: lifetime of a pin's or a pending import's lease; refreshed every
   // lease_ms/3 while held, so a crashed holder's generation is garbage after it.
@@ -180,7 +180,16 @@ class BlockStore {
 };
 
 // Opens a store by URI (see top of file). Creates a rocksdb: or dir: store
-// that does not exist yet unless options.read_only.
+// (and its parent directories) that does not exist yet unless
+// options.read_only. Errors: a malformed URI or unknown scheme, a path that is
+// a file, a non-empty directory that is not a store of that kind (the message
+// names the right scheme when it is one of ours) are kInvalidArgument; a
+// read-only open of a missing store is kNotFound; a rocksdb: writer that finds
+// another writer process waits options.busy_timeout_ms and then fails with
+// kUnavailable ("store is busy"); an unreachable redis server is kUnavailable
+// within options.connect_timeout_ms; a wrong or missing redis password or a
+// database the server does not have is kInvalidArgument. PATH may be relative
+// (made absolute) or start with "~/".
 StatusOr<std::unique_ptr<BlockStore>> OpenBlockStore(const std::string& uri,
                                                      const StoreOptions& options = {});
 

@@ -399,6 +399,22 @@ class RedisStore final : public BlockStore {
     }
     lease_cv_.notify_all();
     if (lease_thread_.joinable()) lease_thread_.join();
+    // Release this store's pins now rather than when their leases run out.
+    std::vector<std::string> members;
+    for (const auto& [key, count] : pins_) members.push_back(PinMember(key.first, key.second));
+    if (members.empty()) return;
+    (void)WithConn([&](Conn& c) {
+      for (const std::string& m : members) {
+        PACSET_RETURN_IF_ERROR(c.Append({"DEL", kPinLeasePrefix + m}));
+        PACSET_RETURN_IF_ERROR(c.Append({"SREM", kPins, m}));
+      }
+      Status first;
+      for (size_t i = 0; i < 2 * members.size() && !c.broken(); ++i) {
+        Status s = c.GetReply().status();
+        if (first.ok()) first = s;
+      }
+      return first;
+    });
   }
 
   Status Open() {

@@ -15,10 +15,37 @@
 // pending marker (written, synced, by BeginGeneration) and some blocks, which
 // CollectGarbage deletes.
 //
-// Options (chosen by measurement with bench/rocksdb_options_bench on this
-// project's machine: 2 cores, 512 MiB of 4 KiB blocks and of 64 KiB blocks,
-// random single-block gets, warm page cache; figures in the comment on
-// MakeOptions below).
+// Options, chosen by measurement (bench/rocksdb_options_bench, 2026-11-29, on
+// this project's 2-core VM: 512 MiB of blocks whose payloads are those of a
+// real .pac (a 40-tree random forest on Fashion-MNIST), settled after import,
+// 30000 random single-block gets per run, medians of 3 round-robin rounds,
+// warm page cache; "hot": 90% of gets on 10% of the blocks; "mix": gets right
+// after another forest's import left unsettled L0 files spanning our keys):
+//
+//                      4 KiB blocks                   64 KiB blocks
+//   variant       p50 us  hot  mix   table MiB   p50 us  hot   mix   table MiB
+//   chosen          3.9   2.3  3.7     522        10.2   7.5  10.1     513
+//   snappy          5.7   2.5  4.6     422        64.2   7.4  63.3     364
+//   lz4             5.0   2.5  4.3     422        20.4   7.0  20.3     338
+//   zstd            9.9   2.5 10.4     268        54.4   7.1  55.0     223
+//   no bloom        4.1   2.8  4.7     522         9.7   6.9  10.9     513
+//   table blk 16K   4.4   2.3  4.5     516         9.9   7.4  10.5     513
+//   table blk 64K   6.4   2.3  6.6     514         9.9   7.6  10.4     513
+//   cache 8 MiB     3.6   3.0  3.6                 9.2   8.8   9.4
+//   cache 256 MiB   5.2   2.4  6.0                 8.7   7.6   9.0
+//   no block cache  3.2   2.8  3.0                 9.0   8.7   9.3
+//   rocksdb crc     4.1   2.2  3.9                13.2   7.6  13.6
+//
+// So: no compression (lz4 saves 19%/34% of the space but costs 1.3x/2x the
+// latency; zstd 2.5x/5x); a 10-bit bloom filter (nothing to gain once settled,
+// but ~1 us (20%) at 4 KiB while another import's L0 files overlap our keys,
+// for 10 bits per block of memory); 4 KiB table blocks (one 4 KiB block per
+// table block; larger table blocks read more per get; irrelevant at 64 KiB);
+// a 64 MiB block cache by default (StoreOptions; best on the hot-set
+// workload, within 0.7 us of no cache on uniform gets where every cache
+// insert is wasted); RocksDB's own block checksums off (every get is checked
+// with the XXH3 block trailer anyway; the CRC costs 3 us per 64 KiB get).
+// Measurements on this shared VM vary by +-30% between runs.
 #include <fcntl.h>
 #include <rocksdb/cache.h>
 #include <rocksdb/convenience.h>
@@ -240,8 +267,8 @@ Status RocksDbWriter::Publish(ForestInfo info) {
   return store_->PublishWriter(this, std::move(info));
 }
 
-// Measured (bench/rocksdb_options_bench, see the report in the commit that
-// set these): see RocksDbTuning defaults in store/internal/backends.h.
+// The tuning defaults (store/internal/backends.h) are the measured choice
+// described at the top of this file.
 rocksdb::Options RocksDbStore::MakeOptions() const {
   rocksdb::Options o;
   o.create_if_missing = !options_.read_only;
@@ -268,8 +295,7 @@ rocksdb::Options RocksDbStore::MakeOptions() const {
       break;
   }
   rocksdb::BlockBasedTableOptions t;
-  const size_t cache = tuning_.block_cache_bytes != 0 ? tuning_.block_cache_bytes
-                                                      : options_.rocksdb_block_cache_bytes;
+  const size_t cache = options_.rocksdb_block_cache_bytes;
   if (cache == 0) {
     t.no_block_cache = true;
   } else {
@@ -648,6 +674,22 @@ Status RocksDbStore::ReadBlocks(const ForestInfo& forest, const std::vector<uint
 }
 
 }  // namespace
+
+Status SettleRocksDbStore(const std::string& path, const StoreOptions& options,
+                          const RocksDbTuning& tuning) {
+  auto store = std::make_unique<RocksDbStore>(path, options, tuning);
+  PACSET_RETURN_IF_ERROR(store->Open());
+  rocksdb::DB* db = store->db();
+  for (;;) {
+    uint64_t pending = 0, compactions = 0, flushes = 0;
+    db->GetIntProperty(rocksdb::DB::Properties::kCompactionPending, &pending);
+    db->GetIntProperty(rocksdb::DB::Properties::kNumRunningCompactions, &compactions);
+    db->GetIntProperty(rocksdb::DB::Properties::kNumRunningFlushes, &flushes);
+    if (pending == 0 && compactions == 0 && flushes == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return Status::Ok();
+}
 
 StatusOr<std::unique_ptr<BlockStore>> OpenRocksDbStore(const std::string& path,
                                                        const StoreOptions& options,

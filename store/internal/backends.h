@@ -26,6 +26,12 @@ struct RocksDbTuning {
 StatusOr<std::unique_ptr<BlockStore>> OpenRocksDbStore(const std::string& path,
                                                        const StoreOptions& options,
                                                        const RocksDbTuning& tuning = {});
+// Opens the rocksdb: store at `path` as its writer, waits until no flush or
+// compaction is pending or running, and closes it: the settled state a
+// long-lived store reaches after an import (benchmarks measure reads there).
+Status SettleRocksDbStore(const std::string& path, const StoreOptions& options,
+                          const RocksDbTuning& tuning = {});
+
 StatusOr<std::unique_ptr<BlockStore>> OpenDirStore(const std::string& path,
                                                    const StoreOptions& options);
 

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <random>
@@ -174,24 +175,34 @@ StatusOr<bool> TryLockExclusive(int fd, const std::string& what) {
 
 namespace {
 
-std::string PinFileName(const std::string& name, uint64_t gen, long pid) {
-  return name + "." + std::to_string(gen) + "." + std::to_string(pid);
-}
-
-// "NAME.GEN.PID" (NAME may contain dots) -> NAME, GEN.
+// "NAME.GEN.OWNER" (NAME may contain dots; OWNER has none) -> NAME, GEN.
 bool ParsePinFileName(const std::string& file, std::string* name, uint64_t* gen) {
   const size_t last = file.rfind('.');
-  if (last == std::string::npos || last == 0) return false;
+  if (last == std::string::npos || last == 0 || last + 1 == file.size()) return false;
   const size_t mid = file.rfind('.', last - 1);
   if (mid == std::string::npos || mid == 0) return false;
-  uint64_t pid;
-  if (!ParseUint64(file.substr(last + 1), &pid)) return false;
   if (!ParseUint64(file.substr(mid + 1, last - mid - 1), gen)) return false;
   *name = file.substr(0, mid);
   return true;
 }
 
+std::atomic<uint64_t> next_pin_owner{0};
+
 }  // namespace
+
+PinFiles::PinFiles(std::string dir)
+    : dir_(std::move(dir)),
+      // PID-N: one process may hold several stores pinning the same generation.
+      owner_(std::to_string(::getpid()) + "-" + std::to_string(next_pin_owner++)) {}
+
+std::string PinFiles::PinFileName(const std::string& name, uint64_t gen) const {
+  return name + "." + std::to_string(gen) + "." + owner_;
+}
+
+PinFiles::~PinFiles() {
+  for (const auto& [key, held] : held_)
+    ::unlink((dir_ + "/" + PinFileName(key.first, key.second)).c_str());
+}
 
 Status PinFiles::Pin(const std::string& name, uint64_t gen, bool* created) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -201,7 +212,7 @@ Status PinFiles::Pin(const std::string& name, uint64_t gen, bool* created) {
     ++h.count;
     return Status::Ok();
   }
-  const std::string path = dir_ + "/" + PinFileName(name, gen, ::getpid());
+  const std::string path = dir_ + "/" + PinFileName(name, gen);
   UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
   if (!fd.valid()) {
     held_.erase({name, gen});
@@ -226,7 +237,7 @@ Status PinFiles::Unpin(const std::string& name, uint64_t gen) {
     return Status::InvalidArgument("forest '" + name + "' generation " + std::to_string(gen) +
                                    " is not pinned by this process");
   if (--it->second.count > 0) return Status::Ok();
-  const std::string path = dir_ + "/" + PinFileName(name, gen, ::getpid());
+  const std::string path = dir_ + "/" + PinFileName(name, gen);
   ::unlink(path.c_str());  // before closing: nobody else can lock it while we hold it
   held_.erase(it);
   return Status::Ok();

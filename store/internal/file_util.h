@@ -75,10 +75,13 @@ StatusOr<UniqueFd> LockFile(const std::string& path, LockMode mode);
 // another open file description holds a lock on it.
 StatusOr<bool> TryLockExclusive(int fd, const std::string& what);
 
-// Pins of one store (directory PATH/pins), see store/block_store.h.
+// Pins of one store object (directory PATH/pins), see store/block_store.h.
+// Pin files are named NAME.GEN.PID-N (N numbers the store objects of a process).
 class PinFiles {
  public:
-  explicit PinFiles(std::string dir) : dir_(std::move(dir)) {}
+  explicit PinFiles(std::string dir);
+  // Removes this process's pin files (a crash leaves them, unlocked: stale).
+  ~PinFiles();
 
   // Shared for Pin, exclusive for CollectGarbage (store/block_store.h).
   StatusOr<UniqueFd> LockShared() { return LockFile(dir_ + "/lock", LockMode::kShared); }
@@ -99,7 +102,10 @@ class PinFiles {
     int count = 0;
     UniqueFd fd;
   };
+  std::string PinFileName(const std::string& name, uint64_t gen) const;
+
   std::string dir_;
+  std::string owner_;
   std::mutex mu_;
   std::map<std::pair<std::string, uint64_t>, Held> held_;
 };
