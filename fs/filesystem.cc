@@ -319,15 +319,14 @@ class PacsetFs {
       const uint64_t t0 = NowNs();
       auto data = GetBlock(*f, b, &src);
       const uint64_t t1 = NowNs();
-      TraceAccess(*f, b, src, static_cast<uint32_t>(end - static_cast<uint64_t>(off)), pid,
-                  t1 - t0, data.ok());
+      const uint64_t lo = std::max<uint64_t>(static_cast<uint64_t>(off), b * bs);
+      const uint64_t hi = std::min<uint64_t>(end, (b + 1) * bs);
+      TraceAccess(*f, b, src, static_cast<uint32_t>(hi - lo), pid, t1 - t0, data.ok());
       if (!data.ok()) {
         f->stats->errors.fetch_add(1, std::memory_order_relaxed);
         return (void)fuse_reply_err(req, StatusToErrno(data.status()));
       }
       if (src == BlockCache::Source::kStore) fresh.push_back(b);
-      const uint64_t lo = std::max<uint64_t>(static_cast<uint64_t>(off), b * bs);
-      const uint64_t hi = std::min<uint64_t>(end, (b + 1) * bs);
       iov.push_back({const_cast<char*>((*data)->data()) + (lo - b * bs), hi - lo});
       blocks.push_back(std::move(data).value());
     }
@@ -521,7 +520,9 @@ class PacsetFs {
                : src == BlockCache::Source::kCache ? TraceSource::kCache
                                                    : TraceSource::kJoined;
     r.flags = ok ? 0 : kTraceFlagError;
-    r.forest = trace->ForestId(f.name);
+    r.forest = trace->Forest({f.name, f.info.generation, f.info.block_size, f.info.block_count,
+                              f.info.header_checksum});
+    trace->NoteThread(pid);
     r.time_ns = NowNs();
     r.generation = f.info.generation;
     r.block = block;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <set>
 #include <thread>
 #include <vector>
@@ -20,6 +21,7 @@
 #include "model/predict.h"
 #include "store/block_store.h"
 #include "store/publish.h"
+#include "trace/request_marks.h"
 #include "util/csv.h"
 
 namespace pacset {
@@ -90,9 +92,94 @@ Status PredictWithForest(const Forest& forest, const PredictOptions& opts) {
   return out.Close();
 }
 
+// Where and how to mark requests: from the options, else the environment.
+struct MarkPlan {
+  std::string path;  // "": no marks
+  bool per_row = false;
+};
+
+StatusOr<MarkPlan> PlanMarks(const PredictOptions& opts) {
+  MarkPlan plan;
+  const char* env_path = std::getenv(kRequestMarksEnv);
+  const char* env_unit = std::getenv(kRequestMarksUnitEnv);
+  plan.path = !opts.marks_file.empty() ? opts.marks_file : env_path ? env_path : "";
+  std::string unit = !opts.mark_requests.empty() ? opts.mark_requests : env_unit ? env_unit : "";
+  if (unit.empty()) unit = "batch";
+  if (unit != "row" && unit != "batch")
+    return Status::InvalidArgument("request unit '" + unit + "' is not row or batch");
+  if (plan.path.empty() && !opts.mark_requests.empty())
+    return Status::InvalidArgument("--mark-requests needs --marks-file or $" +
+                                   std::string(kRequestMarksEnv));
+  plan.per_row = unit == "row";
+  return plan;
+}
+
+// Predicts with request marks. Per row: rows go through the engine one at a
+// time (so each row's page faults fall between its marks), split over
+// `threads` threads that each mark their own rows. Per batch: one request
+// around the whole prediction. Results equal the unmarked path's.
+Status PredictWithPacMarked(const PacEngine& engine, const RowMatrix& rows,
+                            const PredictOptions& opts, const MarkPlan& plan) {
+  PACSET_ASSIGN_OR_RETURN(auto marker, RequestMarker::Open(plan.path));
+  CsvWriter out;
+  PACSET_RETURN_IF_ERROR(out.Open(opts.output));
+  const size_t cols = engine.num_columns(opts.margin);
+  const size_t T = engine.num_trees();
+  std::vector<double> result;
+  std::vector<int32_t> leaves;
+  if (!plan.per_row) {
+    const uint32_t n = static_cast<uint32_t>(std::min<size_t>(rows.num_rows, UINT32_MAX));
+    marker->Begin(0, 0, n);
+    Status s = opts.leaf ? engine.PredictLeaves(rows, opts.threads, &leaves)
+                         : engine.PredictAll(rows, opts.margin, opts.threads, &result);
+    marker->End(0, 0, n);
+    PACSET_RETURN_IF_ERROR(s);
+  } else {
+    if (opts.leaf) {
+      leaves.assign(rows.num_rows * T, 0);
+    } else {
+      result.assign(rows.num_rows * cols, 0.0);
+    }
+    std::mutex mu;
+    Status first_error;
+    ParallelRows(rows.num_rows, opts.threads, [&](size_t b, size_t e) {
+      Status s;
+      RowMatrix one;
+      std::vector<int32_t> one_leaves;
+      for (size_t r = b; r < e && s.ok(); ++r) {
+        marker->Begin(r, r, 1);
+        if (opts.leaf) {
+          one.num_rows = 1;
+          one.num_cols = rows.num_cols;
+          one.values.assign(rows.row(r), rows.row(r) + rows.num_cols);
+          s = engine.PredictLeaves(one, 1, &one_leaves);
+          if (s.ok()) std::copy(one_leaves.begin(), one_leaves.end(), leaves.begin() + r * T);
+        } else {
+          s = engine.Predict(rows, r, r + 1, opts.margin, result.data() + r * cols);
+        }
+        marker->End(r, r, 1);
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      if (!s.ok() && first_error.ok()) first_error = s;
+    });
+    PACSET_RETURN_IF_ERROR(first_error);
+  }
+  PACSET_RETURN_IF_ERROR(marker->status());
+  for (size_t r = 0; r < rows.num_rows; ++r) {
+    if (opts.leaf) {
+      out.WriteRow(leaves.data() + r * T, T);
+    } else {
+      out.WriteRow(result.data() + r * cols, cols, engine.float32_outputs());
+    }
+  }
+  return out.Close();
+}
+
 Status PredictWithPac(const PredictOptions& opts) {
   PACSET_ASSIGN_OR_RETURN(auto engine, PacEngine::Open(opts.model));
   PACSET_ASSIGN_OR_RETURN(RowMatrix rows, ReadCsvRows(opts.input, engine->num_features()));
+  PACSET_ASSIGN_OR_RETURN(MarkPlan marks, PlanMarks(opts));
+  if (!marks.path.empty()) return PredictWithPacMarked(*engine, rows, opts, marks);
   CsvWriter out;
   PACSET_RETURN_IF_ERROR(out.Open(opts.output));
   if (opts.leaf) {
@@ -233,6 +320,9 @@ StatusOr<uint32_t> ParseBlockSize(const std::string& text) {
 
 Status RunPredict(const PredictOptions& opts) {
   if (IsPacFile(opts.model)) return PredictWithPac(opts);
+  if (!opts.mark_requests.empty() || !opts.marks_file.empty())
+    return Status::InvalidArgument("request marks work with .pac files (the bundled engine); " +
+                                   opts.model + " is a model file");
   PACSET_ASSIGN_OR_RETURN(Forest forest, ImportModel(opts.model, opts.format));
   return PredictWithForest(forest, opts);
 }

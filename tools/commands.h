@@ -19,6 +19,11 @@ struct PredictOptions {
   bool margin = false;  // raw scores instead of probabilities
   bool leaf = false;    // leaf index per tree instead of predictions
   int threads = 1;
+  // Request marks (trace/request_marks.h), .pac models only: marks go to
+  // `marks_file`, else to $PACSET_REQUEST_MARKS when set; one request per
+  // "row" or per "batch" (default: $PACSET_REQUEST_MARKS_UNIT, else batch).
+  std::string mark_requests;
+  std::string marks_file;
 };
 Status RunPredict(const PredictOptions& opts);
 

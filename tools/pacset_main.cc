@@ -62,6 +62,11 @@ int main(int argc, char** argv) {
   p->add_flag("--margin", predict.margin, "Write raw scores (margins) instead of predictions");
   p->add_flag("--leaf", predict.leaf, "Write the leaf index reached in every tree");
   p->add_option("-j,--threads", predict.threads, "Worker threads")->check(CLI::Range(1, 1024));
+  p->add_option("--mark-requests", predict.mark_requests,
+                "Mark request boundaries for pacset-trace: one request per row or per batch")
+      ->check(CLI::IsMember({"row", "batch"}));
+  p->add_option("--marks-file", predict.marks_file,
+                "Append request marks here (default: $PACSET_REQUEST_MARKS)");
   AddFormat(p, &predict_format);
 
   pacset::InfoOptions info;

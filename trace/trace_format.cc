@@ -3,6 +3,8 @@
 #include <time.h>
 #include <xxhash.h>
 
+#include <algorithm>
+
 namespace pacset {
 namespace {
 
@@ -17,7 +19,27 @@ T Get(const char* p, size_t off) {
   return v;
 }
 
+bool IsRequestMark(TraceRecordType t) {
+  return t == TraceRecordType::kRequestBegin || t == TraceRecordType::kRequestEnd;
+}
+
+uint32_t Checksum(const char* rec) { return static_cast<uint32_t>(XXH3_64bits(rec, 44)); }
+
 }  // namespace
+
+const char* TraceSourceName(TraceSource s) {
+  switch (s) {
+    case TraceSource::kStore:
+      return "store";
+    case TraceSource::kCache:
+      return "cache";
+    case TraceSource::kJoined:
+      return "joined";
+    case TraceSource::kPrefetch:
+      return "prefetch";
+  }
+  return "unknown";
+}
 
 uint64_t MonotonicNowNs() {
   timespec ts;
@@ -25,37 +47,42 @@ uint64_t MonotonicNowNs() {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-// Layout (little-endian):
-//   0 u8 type | 1 u8 source | 2 u16 flags | 4 u32 forest | 8 u64 time_ns
-//  16 u64 generation | 24 u64 block | 32 u32 bytes | 36 u32 pid | 40 u32 latency_ns
-//  44 u32 checksum = low 32 bits of XXH3-64 of bytes [0, 44)
-// Forest name records reuse bytes 8..40 for a 32-byte name chunk, 40 u32 chunk
-// index, and keep the total name length in `generation`... see FORMAT.md.
+uint64_t RealtimeNowNs() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// Record layout (little-endian; FORMAT.md section 3 has the table per type):
+//   0 u8 type | 1 u8 source | 2 u16 flags | 4 u32 forest | 8 u64 A | 16 u64 B
+//  24 u64 C | 32 u32 D | 36 u32 pid | 40 u32 E | 44 u32 checksum (low 32 bits
+//  of XXH3-64, seed 0, of bytes [0, 44)).
 void EncodeTraceRecord(const TraceRecord& r, char out[kTraceRecordSize]) {
   std::memset(out, 0, kTraceRecordSize);
   out[0] = static_cast<char>(r.type);
   out[1] = static_cast<char>(r.source);
-  Put<uint16_t>(out, 2, r.flags);
   Put<uint32_t>(out, 4, r.forest);
   if (r.type == TraceRecordType::kForestName) {
+    Put<uint16_t>(out, 2, static_cast<uint16_t>(r.generation));  // total name length
     std::memcpy(out + 8, r.name_chunk.data(), std::min(r.name_chunk.size(), kTraceNameChunk));
     Put<uint32_t>(out, 40, r.chunk_index);
-    Put<uint16_t>(out, 2, static_cast<uint16_t>(r.generation));  // total name length
   } else {
-    Put<uint64_t>(out, 8, r.time_ns);
-    Put<uint64_t>(out, 16, r.generation);
+    const bool mark = IsRequestMark(r.type);
+    Put<uint16_t>(out, 2, r.flags);
+    Put<uint64_t>(out, 8, r.type == TraceRecordType::kForestInfo ? r.header_checksum : r.time_ns);
+    Put<uint64_t>(out, 16, mark ? r.first_row : r.generation);
     Put<uint64_t>(out, 24, r.block);
-    Put<uint32_t>(out, 32, r.bytes);
+    Put<uint32_t>(out, 32, mark ? r.row_count : r.bytes);
     Put<uint32_t>(out, 36, r.pid);
-    Put<uint32_t>(out, 40, r.latency_ns);
+    Put<uint32_t>(out, 40, mark || r.type == TraceRecordType::kThread ? r.tgid : r.latency_ns);
   }
-  Put<uint32_t>(out, 44, static_cast<uint32_t>(XXH3_64bits(out, 44)));
+  Put<uint32_t>(out, 44, Checksum(out));
 }
 
-bool DecodeTraceRecord(const char in[kTraceRecordSize], TraceRecord* r) {
-  if (Get<uint32_t>(in, 44) != static_cast<uint32_t>(XXH3_64bits(in, 44))) return false;
+TraceDecodeResult DecodeTraceRecord(const char in[kTraceRecordSize], TraceRecord* r) {
+  if (Get<uint32_t>(in, 44) != Checksum(in)) return TraceDecodeResult::kBadChecksum;
   const uint8_t type = static_cast<uint8_t>(in[0]);
-  if (type < 1 || type > 6) return false;
+  if (type < 1 || type > kMaxKnownRecordType) return TraceDecodeResult::kUnknownType;
   *r = TraceRecord();
   r->type = static_cast<TraceRecordType>(type);
   r->source = static_cast<TraceSource>(static_cast<uint8_t>(in[1]));
@@ -67,16 +94,21 @@ bool DecodeTraceRecord(const char in[kTraceRecordSize], TraceRecord* r) {
     const size_t start = static_cast<size_t>(r->chunk_index) * kTraceNameChunk;
     const size_t n = start >= total ? 0 : std::min(kTraceNameChunk, total - start);
     r->name_chunk.assign(in + 8, n);
-    return true;
+    return TraceDecodeResult::kOk;
   }
+  const bool mark = IsRequestMark(r->type);
   r->flags = Get<uint16_t>(in, 2);
-  r->time_ns = Get<uint64_t>(in, 8);
-  r->generation = Get<uint64_t>(in, 16);
+  if (r->type == TraceRecordType::kForestInfo) {
+    r->header_checksum = Get<uint64_t>(in, 8);
+  } else {
+    r->time_ns = Get<uint64_t>(in, 8);
+  }
+  (mark ? r->first_row : r->generation) = Get<uint64_t>(in, 16);
   r->block = Get<uint64_t>(in, 24);
-  r->bytes = Get<uint32_t>(in, 32);
+  (mark ? r->row_count : r->bytes) = Get<uint32_t>(in, 32);
   r->pid = Get<uint32_t>(in, 36);
-  r->latency_ns = Get<uint32_t>(in, 40);
-  return true;
+  (mark || r->type == TraceRecordType::kThread ? r->tgid : r->latency_ns) = Get<uint32_t>(in, 40);
+  return TraceDecodeResult::kOk;
 }
 
 // Header: 0 magic[8] | 8 u32 version | 12 u32 header size | 16 u32 record size
@@ -96,16 +128,18 @@ void EncodeTraceHeader(const TraceFileHeader& h, char out[kTraceHeaderSize]) {
 
 bool DecodeTraceHeader(const char in[kTraceHeaderSize], TraceFileHeader* h, std::string* error) {
   if (std::memcmp(in, kTraceMagic, 8) != 0) {
-    *error = "not a pacsetfs trace file";
+    *error = "not a pacsetfs trace file (no PACTRACE magic)";
     return false;
   }
   if (Get<uint64_t>(in, 56) != XXH3_64bits(in, 56)) {
-    *error = "trace header checksum mismatch";
+    *error = "trace header checksum mismatch (damaged header)";
     return false;
   }
   h->version = Get<uint32_t>(in, 8);
-  if (h->version != kTraceVersion) {
-    *error = "trace format version " + std::to_string(h->version) + " is not supported";
+  if (h->version < kTraceOldestVersion || h->version > kTraceVersion) {
+    *error = "trace format version " + std::to_string(h->version) +
+             " is not supported (this build reads versions " + std::to_string(kTraceOldestVersion) +
+             " to " + std::to_string(kTraceVersion) + ")";
     return false;
   }
   if (Get<uint32_t>(in, 12) != kTraceHeaderSize || Get<uint32_t>(in, 16) != kTraceRecordSize) {

@@ -21,9 +21,7 @@ StatusOr<std::unique_ptr<TraceWriter>> TraceWriter::Open(const std::string& path
   w->mask_ = n - 1;
   TraceFileHeader h;
   h.start_monotonic_ns = MonotonicNowNs();
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  h.start_realtime_ns = static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
+  h.start_realtime_ns = RealtimeNowNs();
   h.pid = static_cast<uint32_t>(getpid());
   char buf[kTraceHeaderSize];
   EncodeTraceHeader(h, buf);
@@ -58,10 +56,11 @@ void TraceWriter::Record(const TraceRecord& r) {
   cell->seq.store(pos + 1, std::memory_order_release);
 }
 
-bool TraceWriter::Pop(char* out) {
+bool TraceWriter::Pop(char* out, uint64_t limit) {
   uint64_t pos = dequeue_pos_.load(std::memory_order_relaxed);
   Cell* cell;
   while (true) {
+    if (pos >= limit) return false;
     cell = &cells_[pos & mask_];
     const uint64_t seq = cell->seq.load(std::memory_order_acquire);
     const int64_t diff = static_cast<int64_t>(seq) - static_cast<int64_t>(pos + 1);
@@ -80,22 +79,70 @@ bool TraceWriter::Pop(char* out) {
 
 uint32_t TraceWriter::ForestId(const std::string& name) {
   std::lock_guard<std::mutex> lock(names_mu_);
+  return ForestIdLocked(name);
+}
+
+void TraceWriter::AddPendingLocked(const TraceRecord& r) {
+  std::string buf(kTraceRecordSize, '\0');
+  EncodeTraceRecord(r, buf.data());
+  pending_.push_back(std::move(buf));
+}
+
+uint32_t TraceWriter::ForestIdLocked(const std::string& name) {
   auto it = names_.find(name);
   if (it != names_.end()) return it->second;
   const uint32_t id = static_cast<uint32_t>(names_.size() + 1);
   names_[name] = id;
-  for (size_t off = 0, chunk = 0; off < name.size() || chunk == 0; off += kTraceNameChunk, ++chunk) {
+  for (size_t off = 0, chunk = 0; off < name.size() || chunk == 0;
+       off += kTraceNameChunk, ++chunk) {
     TraceRecord r;
     r.type = TraceRecordType::kForestName;
     r.forest = id;
     r.generation = name.size();
     r.chunk_index = static_cast<uint32_t>(chunk);
     r.name_chunk = name.substr(off, kTraceNameChunk);
-    std::string buf(kTraceRecordSize, '\0');
-    EncodeTraceRecord(r, buf.data());
-    pending_names_.push_back(std::move(buf));
+    AddPendingLocked(r);
   }
   return id;
+}
+
+uint32_t TraceWriter::Forest(const ForestGeometry& f) {
+  std::lock_guard<std::mutex> lock(names_mu_);
+  const uint32_t id = ForestIdLocked(f.name);
+  if (described_.insert({id, f.generation}).second) {
+    TraceRecord r;
+    r.type = TraceRecordType::kForestInfo;
+    r.forest = id;
+    r.header_checksum = f.header_checksum;
+    r.generation = f.generation;
+    r.block = f.block_count;
+    r.bytes = f.block_size;
+    AddPendingLocked(r);
+  }
+  return id;
+}
+
+void TraceWriter::NoteThread(uint32_t tid) {
+  std::lock_guard<std::mutex> lock(names_mu_);
+  if (!threads_.insert(tid).second) return;
+  TraceRecord r;
+  r.type = TraceRecordType::kThread;
+  r.time_ns = MonotonicNowNs();
+  r.pid = tid;
+  r.tgid = tid;  // when /proc cannot tell (thread gone): assume a single-threaded process
+  const std::string path = "/proc/" + std::to_string(tid) + "/status";
+  if (std::FILE* f = std::fopen(path.c_str(), "r")) {
+    char line[256];
+    while (std::fgets(line, sizeof(line), f)) {
+      unsigned long v = 0;
+      if (std::sscanf(line, "Tgid: %lu", &v) == 1) {
+        r.tgid = static_cast<uint32_t>(v);
+        break;
+      }
+    }
+    std::fclose(f);
+  }
+  AddPendingLocked(r);
 }
 
 void TraceWriter::WriteRaw(const char* data, size_t n) {
@@ -110,13 +157,17 @@ void TraceWriter::Run() {
   char rec[kTraceRecordSize];
   while (true) {
     const bool stopping = stop_.load(std::memory_order_acquire);
+    // Every record claimed before `limit` was enqueued after the metadata it
+    // refers to was made pending, so writing the pending metadata first and
+    // then only records below `limit` keeps definitions before uses.
+    const uint64_t limit = enqueue_pos_.load(std::memory_order_acquire);
     {
       std::lock_guard<std::mutex> lock(names_mu_);
-      for (const auto& n : pending_names_) WriteRaw(n.data(), n.size());
-      pending_names_.clear();
+      for (const auto& n : pending_) WriteRaw(n.data(), n.size());
+      pending_.clear();
     }
     uint64_t n = 0;
-    while (Pop(rec)) {
+    while (Pop(rec, limit)) {
       WriteRaw(rec, sizeof(rec));
       ++n;
     }
@@ -134,7 +185,12 @@ void TraceWriter::Run() {
     // Whole records reach the file promptly, so a killed daemon leaves a
     // readable trace (at most a torn last record).
     std::fflush(file_);
-    if (stopping) break;
+    if (stopping) {
+      // Records claimed before Close() are published within nanoseconds.
+      if (dequeue_pos_.load(std::memory_order_relaxed) >= limit) break;
+      std::this_thread::yield();
+      continue;
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(n ? 1 : 20));
   }
 }

@@ -6,7 +6,13 @@
 // counted (the count is written to the trace as a kDropped record): a page
 // fault never waits for the disk. Memory is bounded by the queue size.
 //
-// Thread-safety: Record() and ForestId() may be called from any thread.
+// Metadata records (forest names, forest geometry, thread -> process) are
+// never dropped, and the writer thread puts each one in the file before any
+// queued record that was enqueued after it was announced, so a reader meets
+// a forest's name and a thread's process before (or with) their first use.
+//
+// Thread-safety: Record(), ForestId(), Forest() and NoteThread() may be
+// called from any thread.
 #pragma once
 
 #include <atomic>
@@ -14,9 +20,11 @@
 #include <cstdio>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "trace/trace_format.h"
@@ -38,6 +46,22 @@ class TraceWriter {
   // name records (these are never dropped).
   uint32_t ForestId(const std::string& name);
 
+  // Like ForestId(), and also writes a kForestInfo record the first time a
+  // generation of the forest is seen.
+  struct ForestGeometry {
+    std::string name;
+    uint64_t generation = 0;
+    uint32_t block_size = 0;
+    uint64_t block_count = 0;
+    uint64_t header_checksum = 0;
+  };
+  uint32_t Forest(const ForestGeometry& f);
+
+  // Writes a kThread record (thread -> process, from /proc/TID/status) the
+  // first time thread `tid` is seen. Thread ids are recycled by the kernel;
+  // a trace keeps the first process it saw for an id.
+  void NoteThread(uint32_t tid);
+
   uint64_t dropped() const { return dropped_.load(std::memory_order_relaxed); }
   uint64_t written() const { return written_.load(std::memory_order_relaxed); }
 
@@ -51,7 +75,9 @@ class TraceWriter {
     char data[kTraceRecordSize];
   };
   TraceWriter() = default;
-  bool Pop(char* out);
+  bool Pop(char* out, uint64_t limit);
+  uint32_t ForestIdLocked(const std::string& name);
+  void AddPendingLocked(const TraceRecord& r);
   void Run();
   void WriteRaw(const char* data, size_t n);
 
@@ -66,7 +92,10 @@ class TraceWriter {
   uint64_t dropped_reported_ = 0;
   std::mutex names_mu_;
   std::unordered_map<std::string, uint32_t> names_;
-  std::vector<std::string> pending_names_;  // encoded name records, written first
+  std::set<std::pair<uint32_t, uint64_t>>
+      described_;  // (forest id, generation) with an info record
+  std::unordered_set<uint32_t> threads_;
+  std::vector<std::string> pending_;  // encoded metadata records, written first
   std::atomic<bool> stop_{false};
   std::thread thread_;
   bool write_failed_ = false;

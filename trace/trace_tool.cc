@@ -1,0 +1,377 @@
+#include "trace/trace_tool.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "layout/engine.h"
+#include "layout/pack.h"
+#include "model/import.h"
+#include "model/predict.h"
+#include "trace/request_marks.h"
+#include "trace/trace_compare.h"
+#include "trace/trace_html.h"
+#include "trace/trace_reader.h"
+#include "trace/trace_report.h"
+#include "util/csv.h"
+
+namespace pacset {
+namespace {
+
+// /proc/self/mounts escapes space, tab, newline and backslash as \ooo.
+std::string UnescapeMountField(const std::string& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '\\' && i + 3 < s.size()) {
+      const std::string oct = s.substr(i + 1, 3);
+      if (oct.size() == 3 && oct.find_first_not_of("01234567") == std::string::npos) {
+        out += static_cast<char>(std::stoi(oct, nullptr, 8));
+        i += 3;
+        continue;
+      }
+    }
+    out += s[i];
+  }
+  return out;
+}
+
+Status WriteControl(const std::string& mount, const std::string& command) {
+  const std::string path = mount + "/.pacsetfs/control";
+  const int fd = open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0)
+    return Status::FromErrno("cannot open " + path + " (is pacsetfs mounted on " + mount + "?)",
+                             errno);
+  const std::string line = command + "\n";
+  const ssize_t n = write(fd, line.data(), line.size());
+  const int err = errno;
+  close(fd);
+  if (n != static_cast<ssize_t>(line.size()))
+    return Status::FromErrno("pacsetfs on " + mount + " refused '" + command + "'",
+                             n < 0 ? err : EIO);
+  return Status::Ok();
+}
+
+StatusOr<nlohmann::json> ReadStats(const std::string& mount) {
+  std::ifstream in(mount + "/.pacsetfs/stats");
+  if (!in) return Status::FromErrno("cannot read " + mount + "/.pacsetfs/stats", errno);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, false);
+  if (j.is_discarded()) return Status::Corruption(mount + "/.pacsetfs/stats is not JSON");
+  return j;
+}
+
+std::string AbsolutePath(const std::string& p) {
+  if (!p.empty() && p[0] == '/') return p;
+  char cwd[PATH_MAX];
+  if (!getcwd(cwd, sizeof(cwd))) return p;
+  return std::string(cwd) + "/" + p;
+}
+
+Status WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) return Status::FromErrno("cannot create " + path, errno);
+  out << text;
+  out.close();
+  if (!out) return Status::FromErrno("cannot write " + path, errno);
+  return Status::Ok();
+}
+
+std::vector<std::string> SplitComma(const std::string& s) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while (pos <= s.size()) {
+    size_t c = s.find(',', pos);
+    if (c == std::string::npos) c = s.size();
+    if (c > pos) out.push_back(s.substr(pos, c - pos));
+    pos = c + 1;
+  }
+  return out;
+}
+
+StatusOr<uint32_t> ParseSize(const std::string& text) {
+  std::string t = text;
+  uint64_t mult = 1;
+  for (const auto& [suffix, m] : {std::pair<const char*, uint64_t>{"KiB", 1024},
+                                  {"MiB", 1 << 20},
+                                  {"K", 1024},
+                                  {"k", 1024},
+                                  {"M", 1 << 20}}) {
+    const size_t n = std::strlen(suffix);
+    if (t.size() > n && t.compare(t.size() - n, n, suffix) == 0) {
+      t.resize(t.size() - n);
+      mult = m;
+      break;
+    }
+  }
+  char* end = nullptr;
+  const unsigned long long v = std::strtoull(t.c_str(), &end, 10);
+  if (t.empty() || *end || !IsValidBlockSize(v * mult))
+    return Status::InvalidArgument("block size '" + text +
+                                   "' must be a power of two from 4KiB to 1MiB");
+  return static_cast<uint32_t>(v * mult);
+}
+
+CountDistribution Analytical(const PacEngine& engine, const RowMatrix& rows, Status* s) {
+  CountDistribution d;
+  std::vector<uint64_t> touched;
+  for (size_t r = 0; r < rows.num_rows; ++r) {
+    *s = engine.TouchedBlocks(rows.row(r), &touched);
+    if (!s->ok()) return d;
+    d.Add(touched.size());
+  }
+  return d;
+}
+
+}  // namespace
+
+StatusOr<std::string> FindPacsetfsMount() {
+  std::ifstream in("/proc/self/mounts");
+  if (!in) return Status::FromErrno("cannot read /proc/self/mounts", errno);
+  std::vector<std::string> found;
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream ss(line);
+    std::string dev, dir, type;
+    ss >> dev >> dir >> type;
+    if (type == "fuse.pacsetfs") found.push_back(UnescapeMountField(dir));
+  }
+  if (found.size() == 1) return found[0];
+  if (found.empty()) return Status::NotFound("no pacsetfs mount found; mount one or pass --mount");
+  std::string all;
+  for (const auto& f : found) all += (all.empty() ? "" : ", ") + f;
+  return Status::InvalidArgument("several pacsetfs mounts (" + all + "): choose one with --mount");
+}
+
+Status RunRecord(const RecordOptions& o, int* command_status) {
+  *command_status = 0;
+  if (o.command.empty()) return Status::InvalidArgument("no command to run (after --)");
+  if (o.output.empty()) return Status::InvalidArgument("-o TRACE is required");
+  if (!o.unit.empty() && o.unit != "row" && o.unit != "batch")
+    return Status::InvalidArgument("request unit '" + o.unit + "' is not row or batch");
+  std::string mount = o.mount;
+  if (mount.empty()) {
+    PACSET_ASSIGN_OR_RETURN(mount, FindPacsetfsMount());
+  }
+  PACSET_ASSIGN_OR_RETURN(nlohmann::json stats, ReadStats(mount));
+  if (stats.contains("trace"))
+    return Status::InvalidArgument(
+        mount + " is already tracing to " + stats["trace"].value("path", std::string("?")) +
+        "; stop it first (echo 'trace stop' > " + mount + "/.pacsetfs/control)");
+  const std::string trace = AbsolutePath(o.output);
+  const char* tmpdir = std::getenv("TMPDIR");
+  std::string marks = std::string(tmpdir && *tmpdir ? tmpdir : "/tmp") + "/pacset-marks-XXXXXX";
+  const int mfd = mkstemp(marks.data());
+  if (mfd < 0) return Status::FromErrno("cannot create a request marks file in /tmp", errno);
+  close(mfd);
+  struct Cleanup {
+    std::string path;
+    ~Cleanup() { unlink(path.c_str()); }
+  } cleanup{marks};
+  if (o.cold) PACSET_RETURN_IF_ERROR(WriteControl(mount, "drop *"));
+  PACSET_RETURN_IF_ERROR(WriteControl(mount, "trace start " + trace));
+
+  // Ctrl-C goes to the command (same process group); we still stop tracing.
+  struct sigaction ignore {
+  }, old_int{}, old_term{};
+  ignore.sa_handler = SIG_IGN;
+  sigaction(SIGINT, &ignore, &old_int);
+  sigaction(SIGTERM, &ignore, &old_term);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    sigaction(SIGINT, &old_int, nullptr);
+    sigaction(SIGTERM, &old_term, nullptr);
+    setenv(kRequestMarksEnv, marks.c_str(), 1);
+    if (!o.unit.empty()) setenv(kRequestMarksUnitEnv, o.unit.c_str(), 1);
+    std::vector<char*> argv;
+    for (const auto& a : o.command) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execvp(argv[0], argv.data());
+    std::fprintf(stderr, "pacset-trace: cannot run %s: %s\n", argv[0], std::strerror(errno));
+    _exit(127);
+  }
+  int wstatus = 0;
+  Status run;
+  if (pid < 0) {
+    run = Status::FromErrno("cannot start " + o.command[0], errno);
+  } else {
+    while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
+    }
+    *command_status = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
+  }
+  sigaction(SIGINT, &old_int, nullptr);
+  sigaction(SIGTERM, &old_term, nullptr);
+  PACSET_RETURN_IF_ERROR(WriteControl(mount, "trace stop"));
+  PACSET_RETURN_IF_ERROR(run);
+  uint64_t merged = 0;
+  PACSET_RETURN_IF_ERROR(MergeRequestMarks(trace, marks, trace, &merged));
+  PACSET_ASSIGN_OR_RETURN(ScanResult scan, ScanTrace(trace, nullptr));
+  std::fprintf(stderr,
+               "pacset-trace: %s: %llu block accesses, %llu requests (%llu marks) from `%s`\n",
+               o.output.c_str(), static_cast<unsigned long long>(scan.accesses),
+               static_cast<unsigned long long>(scan.requests),
+               static_cast<unsigned long long>(merged), o.command[0].c_str());
+  if (*command_status != 0)
+    return Status::IOError(o.command[0] + " exited with status " + std::to_string(*command_status) +
+                           " (the trace is kept)");
+  return Status::Ok();
+}
+
+Status RunMerge(const std::string& trace, const std::string& marks, const std::string& output) {
+  uint64_t merged = 0;
+  PACSET_RETURN_IF_ERROR(MergeRequestMarks(trace, marks, output.empty() ? trace : output, &merged));
+  std::fprintf(stderr, "pacset-trace: merged %llu request marks\n",
+               static_cast<unsigned long long>(merged));
+  return Status::Ok();
+}
+
+Status RunReport(const ReportCliOptions& o) {
+  ReportOptions ro;
+  ro.bucket_seconds = o.bucket_seconds;
+  PACSET_ASSIGN_OR_RETURN(TraceReport report, BuildTraceReport(o.trace, ro));
+  if (!o.html.empty()) {
+    PacRegions regions;
+    uint32_t regions_forest = 0;
+    bool have_regions = false;
+    if (!o.model.empty()) {
+      PACSET_ASSIGN_OR_RETURN(auto pac, PacFile::Open(o.model));
+      regions = PacRegions::FromHeader(pac->header());
+      // The forest traced from this file: by header checksum, else the only one.
+      for (const auto& [id, meta] : report.scan.forests)
+        for (const auto& [g, info] : meta.generations)
+          if (info.header_checksum == pac->header().checksum) regions_forest = id;
+      if (!regions_forest && report.forests.size() == 1)
+        regions_forest = report.forests.begin()->first;
+      if (!regions_forest)
+        return Status::InvalidArgument(o.model + " is not the file of any forest in " + o.trace);
+      have_regions = true;
+    }
+    PACSET_RETURN_IF_ERROR(WriteFile(
+        o.html, RenderReportHtml(report, have_regions ? &regions : nullptr, regions_forest)));
+  }
+  if (o.json) {
+    std::printf("%s\n", report.ToJson().dump(2).c_str());
+  } else if (o.html.empty()) {
+    std::fputs(report.ToText().c_str(), stdout);
+  } else {
+    std::printf("wrote %s\n", o.html.c_str());
+  }
+  return Status::Ok();
+}
+
+Status RunCompare(const CompareCliOptions& o) {
+  CompareOptions co{o.trace, o.model, o.input, o.forest};
+  PACSET_ASSIGN_OR_RETURN(CompareResult r, CompareTrace(co));
+  if (o.json) {
+    std::printf("%s\n", r.ToJson(SIZE_MAX).dump(2).c_str());
+  } else {
+    std::fputs(r.ToText(o.requests).c_str(), stdout);
+  }
+  return Status::Ok();
+}
+
+Status RunLayouts(const LayoutsCliOptions& o) {
+  if (o.model.empty() && o.pacs.empty() && o.traces.empty())
+    return Status::InvalidArgument("give --model, --pac or --trace (several allowed)");
+  if ((!o.model.empty() || !o.pacs.empty()) && o.input.empty())
+    return Status::InvalidArgument("analytical counts need --input rows.csv");
+  std::vector<DistributionSeries> series;
+  Status s;
+  if (!o.model.empty()) {
+    PACSET_ASSIGN_OR_RETURN(Forest forest, ImportModel(o.model, ModelFormat::kAuto));
+    PACSET_ASSIGN_OR_RETURN(RowMatrix rows, ReadCsvRows(o.input, forest.num_features));
+    if (rows.num_rows == 0) return Status::InvalidArgument(o.input + ": no rows");
+    if (!o.calibrate.empty()) {
+      PACSET_ASSIGN_OR_RETURN(RowMatrix cal, ReadCsvRows(o.calibrate, forest.num_features));
+      CalibrateCardinality(forest, cal);
+    }
+    PACSET_ASSIGN_OR_RETURN(uint32_t bs, ParseSize(o.block_size));
+    std::vector<LayoutKind> kinds;
+    if (o.layouts.empty()) {
+      kinds = AllLayoutKinds();
+    } else {
+      for (const auto& name : SplitComma(o.layouts)) {
+        PACSET_ASSIGN_OR_RETURN(LayoutKind k, ParseLayoutKind(name));
+        kinds.push_back(k);
+      }
+    }
+    for (LayoutKind k : kinds) {
+      PackOptions po;
+      po.layout = k;
+      po.block_size = bs;
+      po.bin_depth = o.bin_depth;
+      po.leaf_ids = false;
+      PACSET_ASSIGN_OR_RETURN(std::string bytes, PackForestToBuffer(forest, po));
+      PACSET_ASSIGN_OR_RETURN(auto file, PacFile::FromBuffer(std::move(bytes), LayoutKindName(k)));
+      const uint64_t blocks = file->header().block_count;
+      PACSET_ASSIGN_OR_RETURN(auto engine, PacEngine::FromFile(std::move(file)));
+      DistributionSeries d{LayoutKindName(k), "analytical", Analytical(*engine, rows, &s), blocks};
+      PACSET_RETURN_IF_ERROR(s);
+      series.push_back(std::move(d));
+    }
+  }
+  for (const auto& p : o.pacs) {
+    PACSET_ASSIGN_OR_RETURN(auto engine, PacEngine::Open(p));
+    PACSET_ASSIGN_OR_RETURN(RowMatrix rows, ReadCsvRows(o.input, engine->num_features()));
+    std::string label = p.substr(p.rfind('/') == std::string::npos ? 0 : p.rfind('/') + 1);
+    DistributionSeries d{label, "analytical", Analytical(*engine, rows, &s),
+                         engine->file().header().block_count};
+    PACSET_RETURN_IF_ERROR(s);
+    series.push_back(std::move(d));
+  }
+  for (const auto& t : o.traces) {
+    PACSET_ASSIGN_OR_RETURN(TraceReport r, BuildTraceReport(t));
+    if (r.scan.requests == 0)
+      return Status::InvalidArgument(t +
+                                     " has no request marks (record it with pacset-trace record)");
+    std::string label = t.substr(t.rfind('/') == std::string::npos ? 0 : t.rfind('/') + 1);
+    series.push_back({"trace " + label, "measured", r.blocks_per_request, 0});
+  }
+  if (o.json) {
+    nlohmann::json j = nlohmann::json::array();
+    for (const auto& d : series)
+      j.push_back({{"label", d.label},
+                   {"kind", d.kind},
+                   {"model_blocks", d.model_blocks},
+                   {"blocks_per_request", d.blocks.ToJson(true)}});
+    std::printf("%s\n", j.dump(2).c_str());
+  } else {
+    std::printf("%-28s %-10s %9s %7s %7s %7s %8s\n", "series", "kind", "mean", "median", "p95",
+                "max", "blocks");
+    for (const auto& d : series)
+      std::printf("%-28s %-10s %9.2f %7.1f %7llu %7llu %8llu\n", d.label.c_str(), d.kind.c_str(),
+                  d.blocks.mean(), d.blocks.median(),
+                  static_cast<unsigned long long>(d.blocks.Quantile(0.95)),
+                  static_cast<unsigned long long>(d.blocks.max()),
+                  static_cast<unsigned long long>(d.model_blocks));
+  }
+  if (!o.output.empty()) {
+    std::string subtitle = "blocks read per request";
+    if (!o.model.empty()) subtitle += " - model " + o.model + ", block size " + o.block_size;
+    if (!o.input.empty()) subtitle += ", rows " + o.input;
+    PACSET_RETURN_IF_ERROR(WriteFile(
+        o.output, RenderLayoutsHtml(series, "Blocks per request, side by side", subtitle)));
+  }
+  return Status::Ok();
+}
+
+Status RunMark(const std::string& marks, bool begin, uint64_t id, uint64_t first_row, uint32_t rows,
+               uint32_t pid) {
+  PACSET_ASSIGN_OR_RETURN(auto m, RequestMarker::Open(marks));
+  m->Mark(begin, id, first_row, rows, pid, pid);
+  return m->status();
+}
+
+}  // namespace pacset

@@ -1,0 +1,49 @@
+// Trace-driven node weights: `pacset pack MODEL --weights-from-trace TRACE
+// --traced-pac OLD.pac` lays a forest out for the traffic it really gets.
+//
+// Method (FORMAT.md section 7 has the reasoning and the limits):
+//  1. Map every node of MODEL to the block that held it in OLD.pac, by
+//     walking both trees in step (nodes carry no ids; the walk also checks
+//     that OLD.pac was packed from MODEL: same shape, same split features).
+//     An inlined leaf lives in its parent's block.
+//  2. Replay every request of the trace (request marks): one unit of flow
+//     enters each tree's root and goes down; at each node the child whose
+//     block the request read gets the flow. If both or neither did, the
+//     flow is split by a prior: MODEL's own training counts when it has
+//     them, else the children's block popularity in the trace. Blocks read
+//     during the request are stronger evidence than blocks read earlier
+//     (possibly still in the page cache).
+//  3. A node's weight is the flow it received; CardinalitySource::kTrace.
+// Exact when each request ran cold (all its path blocks were read during it,
+// e.g. `pacset predict --mark-requests row --evict-between-rows`) and a
+// node's children lie in different blocks; an estimate otherwise.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "model/forest.h"
+#include "util/status.h"
+
+namespace pacset {
+
+struct TraceWeightsOptions {
+  std::string trace;
+  std::string traced_pac;  // the .pac file whose blocks the trace counts
+  std::string forest;      // forest name in the trace; "" = the only one
+};
+
+struct TraceWeightsReport {
+  std::string forest;
+  uint64_t requests_used = 0;     // requests that read the forest
+  uint64_t requests_skipped = 0;  // requests that read nothing of it
+  bool used_marks = true;         // false: no marks, popularity only
+  double decided_by_trace = 0;    // flow-weighted share of branch decisions the trace decided
+  uint64_t accesses = 0;          // demand accesses of the forest in the trace
+};
+
+// Sets forest.cardinality and cardinality_source = kTrace.
+Status ApplyTraceWeights(Forest& forest, const TraceWeightsOptions& options,
+                         TraceWeightsReport* report);
+
+}  // namespace pacset
