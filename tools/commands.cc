@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 #include <fstream>
 #include <map>
@@ -22,6 +24,7 @@
 #include "store/block_store.h"
 #include "store/publish.h"
 #include "trace/request_marks.h"
+#include "trace/trace_weights.h"
 #include "util/csv.h"
 
 namespace pacset {
@@ -100,6 +103,8 @@ struct MarkPlan {
 
 StatusOr<MarkPlan> PlanMarks(const PredictOptions& opts) {
   MarkPlan plan;
+  if (opts.evict_between_rows && opts.mark_requests != "row")
+    return Status::InvalidArgument("--evict-between-rows needs --mark-requests row");
   const char* env_path = std::getenv(kRequestMarksEnv);
   const char* env_unit = std::getenv(kRequestMarksUnitEnv);
   plan.path = !opts.marks_file.empty() ? opts.marks_file : env_path ? env_path : "";
@@ -112,6 +117,21 @@ StatusOr<MarkPlan> PlanMarks(const PredictOptions& opts) {
                                    std::string(kRequestMarksEnv));
   plan.per_row = unit == "row";
   return plan;
+}
+
+// Drops the mapped file's pages from this process and from the page cache
+// (a pacsetfs mount then serves the next reads from its daemon cache, and
+// traces them).
+Status EvictPages(const PacEngine& engine, const std::string& path) {
+  void* base = const_cast<char*>(engine.file().data());
+  if (madvise(base, engine.file().size(), MADV_DONTNEED) != 0)
+    return Status::FromErrno("cannot drop the mapping of " + path, errno);
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Status::FromErrno("cannot open " + path, errno);
+  const int rc = posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  close(fd);
+  if (rc != 0) return Status::FromErrno("cannot drop the cached pages of " + path, rc);
+  return Status::Ok();
 }
 
 // Predicts with request marks. Per row: rows go through the engine one at a
@@ -147,6 +167,7 @@ Status PredictWithPacMarked(const PacEngine& engine, const RowMatrix& rows,
       RowMatrix one;
       std::vector<int32_t> one_leaves;
       for (size_t r = b; r < e && s.ok(); ++r) {
+        if (opts.evict_between_rows) s = EvictPages(engine, opts.model);
         marker->Begin(r, r, 1);
         if (opts.leaf) {
           one.num_rows = 1;
@@ -387,6 +408,26 @@ Status RunPack(const PackCommandOptions& opts) {
   po.progress = true;
   auto t0 = std::chrono::steady_clock::now();
   PACSET_ASSIGN_OR_RETURN(Forest forest, LoadForPacking(opts.model, opts.format, opts.pack.calibrate));
+  if (!opts.pack.weights_from_trace.empty()) {
+    if (!opts.pack.calibrate.empty())
+      return Status::InvalidArgument("--weights-from-trace and --calibrate both set the weights: "
+                                     "choose one");
+    TraceWeightsReport tr;
+    PACSET_RETURN_IF_ERROR(ApplyTraceWeights(
+        forest, {opts.pack.weights_from_trace, opts.pack.traced_pac, opts.pack.trace_forest}, &tr));
+    if (tr.used_marks) {
+      std::printf("weights from trace %s: forest '%s', %llu requests replayed (%llu read nothing "
+                  "of it), %.0f%% of branch decisions decided by the trace\n",
+                  opts.pack.weights_from_trace.c_str(), tr.forest.c_str(),
+                  static_cast<unsigned long long>(tr.requests_used),
+                  static_cast<unsigned long long>(tr.requests_skipped), 100 * tr.decided_by_trace);
+    } else {
+      std::printf("weights from trace %s: forest '%s' has no request marks; weighted by block "
+                  "popularity only (%llu reads)\n",
+                  opts.pack.weights_from_trace.c_str(), tr.forest.c_str(),
+                  static_cast<unsigned long long>(tr.accesses));
+    }
+  }
   const double import_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   PackReport r;

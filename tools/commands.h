@@ -24,6 +24,10 @@ struct PredictOptions {
   // "row" or per "batch" (default: $PACSET_REQUEST_MARKS_UNIT, else batch).
   std::string mark_requests;
   std::string marks_file;
+  // With per-row marks: drop the file's pages from this process's mapping and
+  // the page cache before each row, so every request reads its blocks (what a
+  // request costs when the model does not stay in memory).
+  bool evict_between_rows = false;
 };
 Status RunPredict(const PredictOptions& opts);
 
@@ -42,6 +46,11 @@ struct PackCliOptions {
   uint32_t trees_per_bin = 0;
   std::string calibrate;  // CSV rows whose paths give the cardinalities
   bool no_leaf_ids = false;
+  // Trace-driven weights (trace/trace_weights.h): the node weights come from
+  // a pacsetfs trace of `traced_pac` (a packing of the same model).
+  std::string weights_from_trace;
+  std::string traced_pac;
+  std::string trace_forest;  // forest name in the trace; "" = the only one
 };
 
 struct PackCommandOptions {

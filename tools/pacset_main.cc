@@ -43,6 +43,12 @@ void AddPackOptions(CLI::App* app, pacset::PackCliOptions* o) {
                   "CSV rows: weigh the layout by how many of them reach each node");
   app->add_flag("--no-leaf-ids", o->no_leaf_ids,
                 "Leave out the leaf-id section (smaller file; predict --leaf then fails)");
+  app->add_option("--weights-from-trace", o->weights_from_trace,
+                  "Weigh the layout by the traffic in this pacset-trace trace (needs --traced-pac)");
+  app->add_option("--traced-pac", o->traced_pac,
+                  "The .pac file the trace was taken of (a packing of the same model)");
+  app->add_option("--trace-forest", o->trace_forest,
+                  "Forest name in the trace (default: the only one)");
 }
 
 }  // namespace
@@ -67,6 +73,8 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"row", "batch"}));
   p->add_option("--marks-file", predict.marks_file,
                 "Append request marks here (default: $PACSET_REQUEST_MARKS)");
+  p->add_flag("--evict-between-rows", predict.evict_between_rows,
+              "With --mark-requests row: evict the file's cached pages before each row");
   AddFormat(p, &predict_format);
 
   pacset::InfoOptions info;

@@ -13,10 +13,10 @@
 namespace pacset {
 namespace {
 
-constexpr uint64_t kNoBlock = std::numeric_limits<uint64_t>::max();
+constexpr uint64_t kNoBlock = kNodeWithoutBlock;
 
-// Block of every forest node in the traced .pac (kNoBlock: unreachable, or a
-// single-leaf tree).
+}  // namespace
+
 StatusOr<std::vector<uint64_t>> MapNodesToBlocks(const Forest& f, const PacFile& pac) {
   const PacHeader& h = pac.header();
   if (h.num_trees != f.num_trees())
@@ -91,6 +91,8 @@ StatusOr<std::vector<uint64_t>> MapNodesToBlocks(const Forest& f, const PacFile&
   return block;
 }
 
+namespace {
+
 // Pass 1: demand accesses per block of the chosen forest generation(s).
 class PopularityVisitor : public TraceVisitor {
  public:
@@ -124,7 +126,13 @@ class FlowVisitor : public TraceVisitor {
         weight_(weight),
         report_(report),
         resident_(popularity.size(), 0),
-        stamp_(popularity.size(), 0) {}
+        stamp_(popularity.size(), 0),
+        mass_(f.num_nodes(), 0.0) {
+    tree_of_.resize(f.num_nodes());
+    for (size_t t = 0; t < f.num_trees(); ++t)
+      for (uint64_t g = f.tree_offset[t]; g < f.tree_offset[t + 1]; ++g)
+        tree_of_[g] = static_cast<uint32_t>(t);
+  }
 
   void OnAccess(const TraceRecord& r, uint32_t, const ScannedRequest*) override {
     if (r.forest != forest_ || r.block >= resident_.size()) return;
@@ -152,21 +160,37 @@ class FlowVisitor : public TraceVisitor {
       return;
     }
     ++report_->requests_used;
-    Flow([&](uint64_t b) { return b < stamp_.size() && stamp_[b] == epoch_ ? 2 : Resident(b); });
+    for (size_t t = 0; t < f_.num_trees(); ++t) {
+      // Strongest evidence first: a path through blocks read during the
+      // request; else also through blocks read earlier since the last drop
+      // (page cache); else the prior alone.
+      if (TreeFlow(t, 1.0, [&](uint64_t b) { return b < stamp_.size() && stamp_[b] == epoch_; }))
+        continue;
+      if (TreeFlow(t, 1.0, [&](uint64_t b) {
+            return b < stamp_.size() && (stamp_[b] == epoch_ || resident_[b]);
+          }))
+        continue;
+      TreeFlow(t, 1.0, [](uint64_t) { return true; });
+    }
   }
 
-  // No marks: one pass of flow weighted by popularity alone.
+  // No marks: one flow per tree, constrained to the blocks the trace read.
   void PopularityOnly(double scale) {
-    Flow([&](uint64_t b) { return b < pop_.size() && pop_[b] ? 1 : 0; }, scale);
+    for (size_t t = 0; t < f_.num_trees(); ++t)
+      if (!TreeFlow(t, scale, [&](uint64_t b) { return b < pop_.size() && pop_[b] > 0; }))
+        TreeFlow(t, scale, [](uint64_t) { return true; });
   }
 
   double decided() const { return decided_; }
   double total() const { return decided_ + prior_; }
 
  private:
-  int Resident(uint64_t b) const { return b < resident_.size() && resident_[b] ? 1 : 0; }
-
-  double Prior(uint64_t l, uint64_t r) const {
+  // Prior probability of going left at internal node g: the model's own
+  // training counts when it has them, else block popularity in the trace.
+  double Prior(uint64_t g) const {
+    const uint64_t base = f_.tree_offset[f_.num_trees() ? TreeOf(g) : 0];
+    const uint64_t l = base + static_cast<uint64_t>(f_.left_child[g]);
+    const uint64_t r = base + static_cast<uint64_t>(f_.right_child[g]);
     const double cl = f_.cardinality[l], cr = f_.cardinality[r];
     if (f_.cardinality_source != CardinalitySource::kNone && cl + cr > 0) return cl / (cl + cr);
     const uint64_t bl = node_block_[l], br = node_block_[r];
@@ -175,31 +199,61 @@ class FlowVisitor : public TraceVisitor {
     return (pl + 1) / (pl + pr + 2);
   }
 
-  template <typename Tier>
-  void Flow(Tier tier, double scale = 1.0) {
-    for (size_t t = 0; t < f_.num_trees(); ++t) {
-      const uint64_t base = f_.tree_offset[t];
-      stack_.assign(1, {base, scale});
-      while (!stack_.empty()) {
-        const auto [g, w] = stack_.back();
-        stack_.pop_back();
-        (*weight_)[g] += w;
-        if (f_.left_child[g] < 0 || w < 1e-9 * scale) continue;
-        const uint64_t l = base + static_cast<uint64_t>(f_.left_child[g]);
-        const uint64_t r = base + static_cast<uint64_t>(f_.right_child[g]);
-        const int tl = tier(node_block_[l]), tr = tier(node_block_[r]);
-        double pl;
-        if (tl != tr) {
-          pl = tl > tr ? 1.0 : 0.0;
-          decided_ += w;
-        } else {
-          pl = Prior(l, r);
-          prior_ += w;
-        }
-        if (pl > 0) stack_.push_back({l, w * pl});
-        if (pl < 1) stack_.push_back({r, w * (1 - pl)});
+  size_t TreeOf(uint64_t g) const { return tree_of_[g]; }
+
+  // Posterior flow of one request through tree t: the path is one of the
+  // root-to-leaf paths whose blocks are all `allowed`, weighted by the
+  // prior. mass[g] = prior probability that a path from g stays allowed.
+  // Returns false (and adds nothing) when no allowed path exists.
+  template <typename Allowed>
+  bool TreeFlow(size_t t, double scale, Allowed allowed) {
+    const uint64_t base = f_.tree_offset[t];
+    order_.clear();
+    stack_.assign(1, base);
+    while (!stack_.empty()) {
+      const uint64_t g = stack_.back();
+      stack_.pop_back();
+      const uint64_t b = node_block_[g];
+      if (b != kNoBlock && !allowed(b)) {
+        mass_[g] = 0;
+        continue;
+      }
+      order_.push_back(g);
+      if (f_.left_child[g] >= 0) {
+        stack_.push_back(base + static_cast<uint64_t>(f_.left_child[g]));
+        stack_.push_back(base + static_cast<uint64_t>(f_.right_child[g]));
       }
     }
+    for (size_t i = order_.size(); i-- > 0;) {
+      const uint64_t g = order_[i];
+      if (f_.left_child[g] < 0) {
+        mass_[g] = 1;
+        continue;
+      }
+      const double p = Prior(g);
+      mass_[g] = p * mass_[base + f_.left_child[g]] + (1 - p) * mass_[base + f_.right_child[g]];
+    }
+    if (!(mass_[base] > 0)) return false;
+    flow_.assign(1, {base, scale});
+    while (!flow_.empty()) {
+      const auto [g, w] = flow_.back();
+      flow_.pop_back();
+      (*weight_)[g] += w;
+      if (f_.left_child[g] < 0) continue;
+      const uint64_t l = base + static_cast<uint64_t>(f_.left_child[g]);
+      const uint64_t r = base + static_cast<uint64_t>(f_.right_child[g]);
+      const double p = Prior(g);
+      // Feasibility decides; among feasible children the prior splits. (Weighting
+      // by mass_ would favour paths through blocks that other trees make
+      // every request read, e.g. the bins.)
+      const double a = mass_[l] > 0 ? p : 0, c = mass_[r] > 0 ? 1 - p : 0;
+      const double pl = a / (a + c);
+      // A branch is decided by the trace when only one side can hold the path.
+      ((a == 0 || c == 0) ? decided_ : prior_) += w / scale;
+      if (a > 0) flow_.push_back({l, w * pl});
+      if (c > 0) flow_.push_back({r, w * (1 - pl)});
+    }
+    return true;
   }
 
   const Forest& f_;
@@ -212,7 +266,10 @@ class FlowVisitor : public TraceVisitor {
   std::vector<char> resident_;
   std::vector<uint64_t> stamp_;
   uint64_t epoch_ = 0;
-  std::vector<std::pair<uint64_t, double>> stack_;
+  std::vector<uint32_t> tree_of_;
+  std::vector<double> mass_;
+  std::vector<uint64_t> stack_, order_;
+  std::vector<std::pair<uint64_t, double>> flow_;
   double decided_ = 0, prior_ = 0;
 };
 

@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "model/forest.h"
 #include "util/status.h"
@@ -41,6 +42,14 @@ struct TraceWeightsReport {
   double decided_by_trace = 0;    // flow-weighted share of branch decisions the trace decided
   uint64_t accesses = 0;          // demand accesses of the forest in the trace
 };
+
+class PacFile;
+
+// The block of `pac` that holds each node of `forest` (an inlined leaf: its
+// parent's block; kNodeWithoutBlock for unreachable nodes and single-leaf
+// trees). Fails when `pac` was not packed from `forest`.
+inline constexpr uint64_t kNodeWithoutBlock = ~uint64_t{0};
+StatusOr<std::vector<uint64_t>> MapNodesToBlocks(const Forest& forest, const PacFile& pac);
 
 // Sets forest.cardinality and cardinality_source = kTrace.
 Status ApplyTraceWeights(Forest& forest, const TraceWeightsOptions& options,
