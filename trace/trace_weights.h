@@ -7,16 +7,15 @@
 //     that OLD.pac was packed from MODEL: same shape, same split features).
 //     An inlined leaf lives in its parent's block.
 //  2. Replay every request of the trace (request marks): one unit of flow
-//     enters each tree's root and goes down; at each node the child whose
-//     block the request read gets the flow. If both or neither did, the
-//     flow is split by a prior: MODEL's own training counts when it has
-//     them, else the children's block popularity in the trace. Blocks read
-//     during the request are stronger evidence than blocks read earlier
-//     (possibly still in the page cache).
+//     enters each tree's root and goes down. A child is feasible when some
+//     path below it lies entirely in blocks the request read; the flow goes
+//     to the feasible child, or is split by a prior when both are (MODEL's
+//     training counts, else block popularity). Blocks read during the request
+//     are tried first, then also blocks read earlier since the last drop.
 //  3. A node's weight is the flow it received; CardinalitySource::kTrace.
-// Exact when each request ran cold (all its path blocks were read during it,
-// e.g. `pacset predict --mark-requests row --evict-between-rows`) and a
-// node's children lie in different blocks; an estimate otherwise.
+// Decisions are exact where the two sides of a branch lie in different
+// blocks and the request ran cold (e.g. `pacset predict --mark-requests row
+// --evict-between-rows`); elsewhere the prior decides.
 #pragma once
 
 #include <cstdint>
