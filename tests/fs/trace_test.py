@@ -1,0 +1,262 @@
+#!/usr/bin/python3
+"""pacset-trace end to end on a real pacsetfs mount: record (cold, per row,
+marks from the bundled engine), report, compare, HTML, trace-driven packing,
+a daemon killed mid-trace, and the error paths. Every test runs in its own
+temp dir with a time limit; every mount is unmounted whatever happens.
+
+Usage: trace_test.py --pacset PATH --pacsetfs PATH --pacset-trace PATH [-k NAME]
+"""
+import argparse
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+import xml.etree.ElementTree as ET
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
+from fslib import Mount, run  # noqa: E402
+
+ARGS = None
+DATA = {}
+
+
+def pacset(*args, check=True):
+    return run([ARGS.pacset, *map(str, args)], check=check)
+
+
+def ptrace(*args, check=True):
+    return run([ARGS.pacset_trace, *map(str, args)], check=check)
+
+
+def prepare(workdir):
+    import joblib
+    import numpy as np
+    from sklearn.ensemble import RandomForestClassifier
+    import fashion_mnist
+    X, y = fashion_mnist.load("train")
+    rf = RandomForestClassifier(n_estimators=16, random_state=0, n_jobs=2).fit(X[:3000], y[:3000])
+    DATA["model"] = os.path.join(workdir, "rf.joblib")
+    joblib.dump(rf, DATA["model"])
+    Xt, _ = fashion_mnist.load("test")
+    DATA["rows"] = os.path.join(workdir, "rows.csv")
+    np.savetxt(DATA["rows"], Xt[:80], delimiter=",", fmt="%d")
+    DATA["pac"] = os.path.join(workdir, "rf.pac")
+    pacset("pack", DATA["model"], "-o", DATA["pac"], "--block-size", "4KiB")
+
+
+def mounted(tmp, name="rf", **kw):
+    store = "rocksdb:" + os.path.join(tmp, "store")
+    pacset("import", DATA["pac"], "--name", name, "--store", store)
+    return Mount(ARGS.pacsetfs, store, os.path.join(tmp, "mnt"), **kw)
+
+
+def predict_cmd(m, *flags, name="rf"):
+    return [ARGS.pacset, "predict", os.path.join(m.mp, f"{name}.pac"), "-i", DATA["rows"], *flags]
+
+
+# ---------------------------------------------------------------- tests ----
+
+def test_record_report_compare_cold_rows_match_the_analytical_count(tmp):
+    with mounted(tmp) as m:
+        trace = os.path.join(tmp, "cold.trace")
+        out = os.path.join(tmp, "out.csv")
+        # No --mount: the only pacsetfs mount is found in /proc/self/mounts.
+        ptrace("record", "--cold", "--per-row", "-o", trace, "--",
+               *predict_cmd(m, "-o", out, "--evict-between-rows", "--mark-requests", "row"))
+        want = pacset("predict", DATA["pac"], "-i", DATA["rows"]).stdout
+        with open(out) as f:
+            assert f.read() == want, "marking and evicting per row changed predictions"
+        rep = json.loads(ptrace("report", trace, "--json").stdout)
+        assert rep["trace"]["format_version"] == 2
+        assert rep["requests"]["count"] == 80, rep["requests"]
+        forest = rep["forests"][0]
+        assert forest["name"] == "rf" and forest["block_size"] == 4096
+        cmp = json.loads(ptrace("compare", trace, "--model", DATA["pac"], "-i", DATA["rows"],
+                                "--json").stdout)
+        assert cmp["checksum_verified"]
+        assert cmp["requests_compared"] == 80
+        t = cmp["totals"]
+        assert t["matched"] == t["analytical"] and t["measured"] == t["analytical"], t
+        assert cmp["measured_blocks_per_request"] == cmp["analytical_blocks_per_request"]
+        lr = json.loads(pacset("layout-report", DATA["model"], "-i", DATA["rows"], "--block-size",
+                               "4KiB", "--layouts", "pacset", "--json").stdout)["4096"]["pacset"]
+        assert abs(lr["blocks_per_row"]["mean"] - rep["requests"]["blocks_per_request"]["mean"]) < 1e-9
+        text = ptrace("report", trace).stdout
+        assert "per request" in text and "rf" in text
+        print(f"    {rep['requests']['blocks_per_request']['mean']:.2f} blocks per request, "
+              f"= layout-report")
+
+
+def test_compare_explains_warm_requests_by_the_page_cache(tmp):
+    with mounted(tmp) as m:
+        trace = os.path.join(tmp, "warm.trace")
+        ptrace("record", "--cold", "--per-row", "--mount", m.mp, "-o", trace, "--",
+               *predict_cmd(m, "-o", os.devnull))
+        cmp = json.loads(ptrace("compare", trace, "--model", DATA["pac"], "-i", DATA["rows"],
+                                "--json").stdout)
+        t = cmp["totals"]
+        assert t["measured"] < t["analytical"], t
+        assert t["matched"] + t["resident_in_page_cache"] == t["analytical"], t
+        assert t["unexplained_missing"] == 0 and t["extra_other"] == 0, t
+        text = ptrace("compare", trace, "--model", DATA["pac"], "-i", DATA["rows"]).stdout
+        assert "page cache hit" in text
+        # Batch marks (the default when only the variable is set).
+        trace2 = os.path.join(tmp, "batch.trace")
+        ptrace("record", "--cold", "-o", trace2, "--", *predict_cmd(m, "-o", os.devnull,
+                                                                    "--threads", "2"))
+        rep = json.loads(ptrace("report", trace2, "--json").stdout)
+        assert rep["requests"]["count"] == 1
+        # Worker threads' reads belong to the batch (thread -> process records).
+        assert rep["requests"]["blocks_per_request"]["max"] > 0, rep["requests"]
+
+
+def test_html_report_and_layouts_are_well_formed_svg(tmp):
+    with mounted(tmp) as m:
+        trace = os.path.join(tmp, "t.trace")
+        ptrace("record", "--cold", "--per-row", "-o", trace, "--",
+               *predict_cmd(m, "-o", os.devnull, "--evict-between-rows", "--mark-requests", "row"))
+    html = os.path.join(tmp, "report.html")
+    ptrace("report", trace, "--html", html, "--model", DATA["pac"])
+    lay = os.path.join(tmp, "layouts.html")
+    ptrace("layouts", "--model", DATA["model"], "-i", DATA["rows"], "--layouts", "dfs,pacset",
+           "--trace", trace, "-o", lay)
+    for path, needles in ((html, ["bins (top levels", "blocks per request"]),
+                          (lay, ["pacset", "dfs", "measured"])):
+        with open(path) as f:
+            text = f.read()
+        svgs = re.findall(r"<svg.*?</svg>", text, re.S)
+        assert svgs, path
+        for s in svgs:
+            ET.fromstring(s)  # raises on malformed XML
+        for n in needles:
+            assert n in text, (path, n)
+        assert "<script" not in text and "http://" not in text.replace(
+            "http://www.w3.org/2000/svg", ""), "the report must be self-contained"
+
+
+def test_pack_with_weights_from_a_recorded_trace(tmp):
+    with mounted(tmp) as m:
+        trace = os.path.join(tmp, "t.trace")
+        ptrace("record", "--cold", "--per-row", "-o", trace, "--",
+               *predict_cmd(m, "-o", os.devnull, "--evict-between-rows", "--mark-requests", "row"))
+    out = os.path.join(tmp, "repacked.pac")
+    r = pacset("pack", DATA["model"], "-o", out, "--block-size", "4KiB", "--weights-from-trace",
+               trace, "--traced-pac", DATA["pac"])
+    assert "80 requests replayed" in r.stdout, r.stdout
+    info = json.loads(pacset("info", out, "--json").stdout)
+    assert info["source"]["cardinality"] == "trace", info["source"]
+    assert pacset("predict", out, "-i", DATA["rows"]).stdout == \
+        pacset("predict", DATA["pac"], "-i", DATA["rows"]).stdout
+    # The traced file must be the one that was mounted.
+    other = os.path.join(tmp, "dfs.pac")
+    pacset("pack", DATA["model"], "-o", other, "--block-size", "4KiB", "--layout", "dfs")
+    r = pacset("pack", DATA["model"], "-o", out, "--weights-from-trace", trace, "--traced-pac",
+               other, check=False)
+    assert r.returncode == 1 and "not the file traced" in r.stderr, r.stderr
+    r = pacset("pack", DATA["model"], "-o", out, "--weights-from-trace", trace, check=False)
+    assert r.returncode == 1 and "--traced-pac" in r.stderr, r.stderr
+
+
+def test_a_daemon_killed_mid_trace_leaves_a_readable_trace(tmp):
+    trace = os.path.join(tmp, "killed.trace")
+    m = mounted(tmp, trace=trace).__enter__()
+    try:
+        run(predict_cmd(m, "-o", os.devnull))
+        time.sleep(0.2)
+        m.proc.send_signal(signal.SIGKILL)
+        m.proc.wait(timeout=10)
+    finally:
+        m.__exit__(None, None, None)
+    size = os.path.getsize(trace)
+    assert size > 64
+    full = json.loads(ptrace("report", trace, "--json").stdout)
+    assert full["trace"]["accesses"] > 0
+    with open(trace, "rb") as f:
+        data = f.read()
+    cut = os.path.join(tmp, "cut.trace")
+    with open(cut, "wb") as f:
+        f.write(data[:len(data) - 21])  # mid-record
+    rep = json.loads(ptrace("report", cut, "--json").stdout)
+    assert rep["trace"]["torn_tail_bytes"] == 27, rep["trace"]
+    assert rep["trace"]["records"] == full["trace"]["records"] - 1
+
+
+def test_errors_are_clear_and_exit_codes_follow_the_convention(tmp):
+    notatrace = os.path.join(tmp, "x.csv")
+    with open(notatrace, "w") as f:
+        f.write("1,2,3\n")
+    r = ptrace("report", notatrace, check=False)
+    assert r.returncode == 1 and "not a pacsetfs trace" in r.stderr, r.stderr
+    with open(notatrace, "wb") as f:
+        f.write(b"PACTRACE\x02\x00")
+    r = ptrace("report", notatrace, check=False)
+    assert r.returncode == 1 and "truncated trace header" in r.stderr, r.stderr
+    r = ptrace("report", check=False)
+    assert r.returncode == 2, r.returncode
+    r = ptrace("record", "-o", os.path.join(tmp, "t"), "--", "true", check=False)
+    assert r.returncode == 1 and ("no pacsetfs mount" in r.stderr or "several" in r.stderr), r.stderr
+    with mounted(tmp, trace=os.path.join(tmp, "running.trace")) as m:
+        r = ptrace("record", "--mount", m.mp, "-o", os.path.join(tmp, "t2"), "--", "true",
+                   check=False)
+        assert r.returncode == 1 and "already tracing" in r.stderr, r.stderr
+        run(predict_cmd(m, "-o", os.devnull))
+    r = ptrace("compare", os.path.join(tmp, "running.trace"), "--model", DATA["pac"], "-i",
+               DATA["rows"], "--forest", "nosuch", check=False)
+    assert r.returncode == 1 and "no forest named 'nosuch'" in r.stderr, r.stderr
+    r = ptrace("compare", os.path.join(tmp, "running.trace"), "--model", DATA["pac"], "-i",
+               DATA["rows"], check=False)
+    assert r.returncode == 1 and "no request marks" in r.stderr, r.stderr
+    r = pacset("predict", DATA["pac"], "-i", DATA["rows"], "--mark-requests", "row", check=False)
+    assert r.returncode == 1 and "--marks-file" in r.stderr, r.stderr
+    r = pacset("predict", DATA["pac"], "-i", DATA["rows"], "--mark-requests", "often", check=False)
+    assert r.returncode == 2, r.returncode
+
+
+# ---------------------------------------------------------------- runner ---
+
+def main():
+    global ARGS
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--pacset", required=True)
+    ap.add_argument("--pacsetfs", required=True)
+    ap.add_argument("--pacset-trace", required=True)
+    ap.add_argument("-k", default="")
+    ap.add_argument("--timeout", type=int, default=180)
+    ARGS = ap.parse_args()
+    if os.geteuid() != 0 or not os.path.exists("/dev/fuse"):
+        print("FAIL: these tests need root and /dev/fuse")
+        return 1
+    tests = [(n, f) for n, f in sorted(globals().items()) if n.startswith("test_") and ARGS.k in n]
+    failures = 0
+    with tempfile.TemporaryDirectory(prefix="pacset-trace-test-") as top:
+        prepare(top)
+        for name, fn in tests:
+            tmp = tempfile.mkdtemp(prefix=name[:40] + "-", dir=top)
+            signal.signal(signal.SIGALRM, lambda *a: (_ for _ in ()).throw(TimeoutError(name)))
+            signal.alarm(ARGS.timeout)
+            t = time.time()
+            try:
+                fn(tmp)
+                print(f"PASS {name} ({time.time() - t:.1f} s)")
+            except BaseException as e:  # noqa: B902 - report everything, keep going
+                failures += 1
+                print(f"FAIL {name}: {e}")
+                traceback.print_exc()
+            finally:
+                signal.alarm(0)
+                with open("/proc/self/mounts") as f:
+                    for line in f:
+                        if tmp in line.split()[1]:
+                            subprocess.run(["umount", "-l", line.split()[1]])
+    print(f"{len(tests) - failures} of {len(tests)} pacset-trace tests passed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
