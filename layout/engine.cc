@@ -93,11 +93,11 @@ Status PacEngine::CheckBlock(uint64_t block) const {
   return Status::Ok();
 }
 
-template <typename NodeT, bool kF32Input, typename Acc, bool kTrace>
+template <typename NodeT, bool kF32Input, typename Acc, int kMode>
 Status PacEngine::Run(const RowMatrix& rows, size_t begin, size_t end, bool margin, double* out,
                       int32_t* leaves, std::vector<uint64_t>* trace) const {
   const PacHeader& h = file_->header();
-  constexpr size_t kBlockRows = kTrace ? 1 : 64;
+  constexpr size_t kBlockRows = kMode == kHooked ? 1 : 16;  // 16 rows of features stay in L1/L2
   // Buffers live in this frame, outside the region a SIGBUS can jump out of.
   std::vector<Acc> acc(kBlockRows * h.num_outputs);
   std::vector<float> x32(kF32Input ? kBlockRows * h.num_features : 0);
@@ -105,28 +105,41 @@ Status PacEngine::Run(const RowMatrix& rows, size_t begin, size_t end, bool marg
   SigbusScope scope(file_->data(), file_->size(), h.block_size);
   if (sigsetjmp(*scope.env(), 1) != 0) return scope.Error(file_->name());
   scope.Arm();
-  Status s = RunLoop<NodeT, kF32Input, Acc, kTrace, kBlockRows>(
+  Status s = RunLoop<NodeT, kF32Input, Acc, kMode, kBlockRows>(
       rows, begin, end, margin, out, leaves, trace, acc.data(), x32.data(), margins.data());
   scope.Disarm();
   return s;
 }
 
-template <typename NodeT, bool kF32Input, typename Acc, bool kTrace, size_t kBlockRows>
+Status PacEngine::Corrupt(uint64_t tree, const std::string& what) const {
+  return Status::Corruption(file_->name() + ": tree " + std::to_string(tree) + " " + what);
+}
+
+// The hot loop. Per node: one range check (a reference outside the node
+// region, or a path longer than max_depth, is corruption), one feature check,
+// the routing rule, and a branch-free step to the chosen child. References
+// that land on a block trailer read harmless in-bounds bytes; the checks on
+// the next step still hold, so no test for that is needed here.
+template <typename NodeT, bool kF32Input, typename Acc, int kMode, size_t kBlockRows>
 Status PacEngine::RunLoop(const RowMatrix& rows, size_t begin, size_t end, bool margin,
                           double* out, int32_t* leaves, std::vector<uint64_t>* trace, Acc* acc,
                           float* x32, double* margins) const {
   using V = ViewOf<NodeT>;
+  constexpr uint64_t kNodeUnits = sizeof(NodeT) / kUnit;
   const PacHeader& h = file_->header();
-  const char* base = file_->data();
+  const char* const base = file_->data();
   const uint32_t nf = h.num_features, K = h.num_outputs, w = h.leaf_width;
   const uint32_t bs_shift = static_cast<uint32_t>(__builtin_ctz(h.block_size));
   const uint32_t record_bytes = static_cast<uint32_t>((8ull * w + kUnit - 1) / kUnit * kUnit);
   const uint64_t T = h.num_trees;
-  const uint32_t max_steps = h.max_depth;
+  const uint32_t max_steps = h.max_depth + 1;
+  const uint64_t lo = h.node_first_block * (h.block_size / kUnit);
+  const uint64_t span = h.node_block_count * (h.block_size / kUnit) - (kNodeUnits - 1);
   const bool verify = options_.verify_blocks;
   const uint32_t cols = num_columns(margin);
   const TreeRecord* trees = file_->trees().data();
   Status status;
+
   for (size_t r0 = begin; r0 < end; r0 += kBlockRows) {
     const size_t nrows = std::min(kBlockRows, end - r0);
     if constexpr (kF32Input) {
@@ -135,52 +148,63 @@ Status PacEngine::RunLoop(const RowMatrix& rows, size_t begin, size_t end, bool 
         for (uint32_t f = 0; f < nf; ++f) x32[i * nf + f] = static_cast<float>(row[f]);
       }
     }
-    for (size_t i = 0; i < nrows; ++i) rule_.Init(&acc[i * K]);
+    if constexpr (kMode != kLeaves)
+      for (size_t i = 0; i < nrows; ++i) rule_.Init(&acc[i * K]);
     for (uint64_t t = 0; t < T; ++t) {
       const TreeRecord& tr = trees[t];
       for (size_t i = 0; i < nrows; ++i) {
         uint64_t ref = tr.root;
-        uint8_t kind = tr.root_kind;
+        uint32_t kind = tr.root_kind;
         uint32_t leaf_id = 0, steps = 0;
-        while (kind == static_cast<uint8_t>(RefKind::kNode)) {
-          if (!file_->RefInNodeRegion(ref, sizeof(NodeT)) || ++steps > max_steps + 1)
-            return Status::Corruption(file_->name() + ": tree " + std::to_string(t) +
-                                      " has a node reference outside the node region or a cycle");
-          const uint64_t block = (ref * kUnit) >> bs_shift;
-          if constexpr (kTrace) trace->push_back(block);
-          if (verify) {
-            status = CheckBlock(block);
-            if (!status.ok()) return status;
+        const float* xf = kF32Input ? x32 + i * nf : nullptr;
+        const double* xd = kF32Input ? nullptr : rows.row(r0 + i);
+        while (kind == static_cast<uint32_t>(RefKind::kNode)) {
+          if (__builtin_expect(ref - lo >= span || ++steps > max_steps, 0))
+            return Corrupt(t, "has a node reference outside the node region or a cycle");
+          if constexpr (kMode == kHooked) {
+            const uint64_t block = (ref * kUnit) >> bs_shift;
+            if (trace) trace->push_back(block);
+            if (verify) {
+              status = CheckBlock(block);
+              if (!status.ok()) return status;
+            }
           }
           NodeT n;
           std::memcpy(&n, base + ref * kUnit, sizeof(NodeT));
           const uint32_t feature = V::Feature(n);
-          const uint8_t flags = V::Flags(n);
-          if (feature >= nf)
-            return Status::Corruption(file_->name() + ": tree " + std::to_string(t) +
-                                      " splits on feature " + std::to_string(feature) +
-                                      " of " + std::to_string(nf));
+          const uint32_t flags = V::Flags(n);
+          if (__builtin_expect(feature >= nf, 0))
+            return Corrupt(t, "splits on feature " + std::to_string(feature) + " of " +
+                                  std::to_string(nf));
           bool left;
           if constexpr (kF32Input) {
             if constexpr (std::is_same_v<NodeT, CompactNode>) {
-              left = GoesLeft<float>(x32[i * nf + feature], n.threshold, flags);
+              left = GoesLeft<float>(xf[feature], n.threshold, static_cast<uint8_t>(flags));
             } else {
-              left = GoesLeft<double>(x32[i * nf + feature], n.threshold, flags);
+              left = GoesLeft<double>(xf[feature], n.threshold, static_cast<uint8_t>(flags));
             }
           } else {
-            left = GoesLeft<double>(rows.row(r0 + i)[feature], n.threshold, flags);
+            left = GoesLeft<double>(xd[feature], n.threshold, static_cast<uint8_t>(flags));
           }
-          kind = left ? (flags >> kLeftKindShift) & 3 : (flags >> kRightKindShift) & 3;
-          if (leaves && kind != static_cast<uint8_t>(RefKind::kNode)) {
-            uint32_t ids[2];
-            file_->ChildLeafIds(ref, ids);
-            leaf_id = ids[left ? 0 : 1];
+          // Branch-free child selection: left/right is a coin flip for the
+          // branch predictor, a mask is not.
+          const uint32_t right = !left;
+          kind = (flags >> (kLeftKindShift + 2 * right)) & 3u;
+          if constexpr (kMode != kFast) {
+            if (leaves && kind != static_cast<uint32_t>(RefKind::kNode)) {
+              uint32_t ids[2];
+              file_->ChildLeafIds(ref, ids);
+              leaf_id = ids[right];
+            }
           }
-          ref = left ? n.left : n.right;
+          const auto mask = static_cast<decltype(n.left)>(0) - right;
+          ref = (n.left & ~mask) | (n.right & mask);
         }
-        if (leaves) {
-          leaves[(r0 + i - begin) * T + t] = static_cast<int32_t>(leaf_id);
-          continue;
+        if constexpr (kMode != kFast) {
+          if (leaves) {
+            leaves[(r0 + i - begin) * T + t] = static_cast<int32_t>(leaf_id);
+            if (!trace) continue;
+          }
         }
         Acc* a = &acc[i * K];
         switch (static_cast<RefKind>(kind)) {
@@ -192,20 +216,20 @@ Status PacEngine::RunLoop(const RowMatrix& rows, size_t begin, size_t end, bool 
             break;
           }
           case RefKind::kInlineClass:
-            if (ref >= K)
-              return Status::Corruption(file_->name() + ": tree " + std::to_string(t) +
-                                        " has a leaf for class " + std::to_string(ref));
+            if (__builtin_expect(ref >= K, 0))
+              return Corrupt(t, "has a leaf for class " + std::to_string(ref));
             a[ref] += Acc(1);
             break;
           case RefKind::kLeafRecord: {
             if (!file_->RefInNodeRegion(ref, record_bytes))
-              return Status::Corruption(file_->name() + ": tree " + std::to_string(t) +
-                                        " has a leaf record outside the node region");
-            const uint64_t block = (ref * kUnit) >> bs_shift;
-            if constexpr (kTrace) trace->push_back(block);
-            if (verify) {
-              status = CheckBlock(block);
-              if (!status.ok()) return status;
+              return Corrupt(t, "has a leaf record outside the node region");
+            if constexpr (kMode == kHooked) {
+              const uint64_t block = (ref * kUnit) >> bs_shift;
+              if (trace) trace->push_back(block);
+              if (verify) {
+                status = CheckBlock(block);
+                if (!status.ok()) return status;
+              }
             }
             const char* v = base + ref * kUnit;
             if (w == 1) {
@@ -213,10 +237,10 @@ Status PacEngine::RunLoop(const RowMatrix& rows, size_t begin, size_t end, bool 
               std::memcpy(&x, v, 8);
               a[tr.group] += static_cast<Acc>(x);
             } else {
-              for (uint32_t k = 0; k < w; ++k) {
+              for (uint32_t c = 0; c < w; ++c) {
                 double x;
-                std::memcpy(&x, v + 8 * k, 8);
-                a[k] += static_cast<Acc>(x);
+                std::memcpy(&x, v + 8 * c, 8);
+                a[c] += static_cast<Acc>(x);
               }
             }
             break;
@@ -225,7 +249,7 @@ Status PacEngine::RunLoop(const RowMatrix& rows, size_t begin, size_t end, bool 
         }
       }
     }
-    if (leaves || kTrace) continue;
+    if (leaves || trace) continue;
     for (size_t i = 0; i < nrows; ++i) {
       double* dst = out + (r0 + i - begin) * cols;
       rule_.Finish(&acc[i * K], margin ? dst : margins);
@@ -235,7 +259,7 @@ Status PacEngine::RunLoop(const RowMatrix& rows, size_t begin, size_t end, bool 
   return Status::Ok();
 }
 
-template <bool kTrace>
+template <int kMode>
 Status PacEngine::Dispatch(const RowMatrix& rows, size_t begin, size_t end, bool margin,
                            double* out, int32_t* leaves, std::vector<uint64_t>* trace) const {
   const PacHeader& h = file_->header();
@@ -245,7 +269,7 @@ Status PacEngine::Dispatch(const RowMatrix& rows, size_t begin, size_t end, bool
   const bool compact = h.node_format == static_cast<uint8_t>(NodeFormat::kCompact16);
   const bool f32in = h.input_precision == static_cast<uint8_t>(Precision::kFloat32);
   const bool f32acc = h.accumulate_precision == static_cast<uint8_t>(Precision::kFloat32);
-#define PACSET_RUN(N, I, A) return Run<N, I, A, kTrace>(rows, begin, end, margin, out, leaves, trace)
+#define PACSET_RUN(N, I, A) return Run<N, I, A, kMode>(rows, begin, end, margin, out, leaves, trace)
   if (compact) {
     if (f32in) {
       if (f32acc) PACSET_RUN(CompactNode, true, float);
@@ -265,7 +289,8 @@ Status PacEngine::Dispatch(const RowMatrix& rows, size_t begin, size_t end, bool
 
 Status PacEngine::Predict(const RowMatrix& rows, size_t begin, size_t end, bool margin,
                           double* out) const {
-  return Dispatch<false>(rows, begin, end, margin, out, nullptr, nullptr);
+  if (options_.verify_blocks) return Dispatch<kHooked>(rows, begin, end, margin, out, nullptr, nullptr);
+  return Dispatch<kFast>(rows, begin, end, margin, out, nullptr, nullptr);
 }
 
 Status PacEngine::PredictAll(const RowMatrix& rows, bool margin, int threads,
@@ -285,7 +310,9 @@ Status PacEngine::PredictLeaves(const RowMatrix& rows, int threads,
   const uint64_t T = num_trees();
   out->assign(rows.num_rows * T, 0);
   return ParallelChunks(rows.num_rows, threads, [&](size_t b, size_t e) {
-    return Dispatch<false>(rows, b, e, false, nullptr, out->data() + b * T, nullptr);
+    if (options_.verify_blocks)
+      return Dispatch<kHooked>(rows, b, e, false, nullptr, out->data() + b * T, nullptr);
+    return Dispatch<kLeaves>(rows, b, e, false, nullptr, out->data() + b * T, nullptr);
   });
 }
 
@@ -296,7 +323,7 @@ Status PacEngine::TouchedBlocks(const double* row, std::vector<uint64_t>* blocks
   one.values.assign(row, row + one.num_cols);
   blocks->clear();
   double dummy[1];
-  PACSET_RETURN_IF_ERROR(Dispatch<true>(one, 0, 1, false, dummy, nullptr, blocks));
+  PACSET_RETURN_IF_ERROR(Dispatch<kHooked>(one, 0, 1, false, dummy, nullptr, blocks));
   std::sort(blocks->begin(), blocks->end());
   blocks->erase(std::unique(blocks->begin(), blocks->end()), blocks->end());
   return Status::Ok();

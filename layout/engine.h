@@ -66,17 +66,21 @@ class PacEngine {
 
  private:
   PacEngine() = default;
-  template <typename NodeT, bool kF32Input, typename Acc, bool kTrace>
+  // kFast: predictions; kLeaves: leaf ids; kHooked: one row at a time with
+  // per-block hooks (tracing touched blocks, verifying checksums).
+  enum Mode { kFast = 0, kLeaves = 1, kHooked = 2 };
+  template <typename NodeT, bool kF32Input, typename Acc, int kMode>
   Status Run(const RowMatrix& rows, size_t begin, size_t end, bool margin, double* out,
              int32_t* leaves, std::vector<uint64_t>* trace) const;
-  template <typename NodeT, bool kF32Input, typename Acc, bool kTrace, size_t kBlockRows>
+  template <typename NodeT, bool kF32Input, typename Acc, int kMode, size_t kBlockRows>
   __attribute__((noinline)) Status RunLoop(const RowMatrix& rows, size_t begin, size_t end,
                                            bool margin, double* out, int32_t* leaves,
                                            std::vector<uint64_t>* trace, Acc* acc, float* x32,
                                            double* margins) const;
-  template <bool kTrace>
+  template <int kMode>
   Status Dispatch(const RowMatrix& rows, size_t begin, size_t end, bool margin, double* out,
                   int32_t* leaves, std::vector<uint64_t>* trace) const;
+  Status Corrupt(uint64_t tree, const std::string& what) const;
   Status CheckBlock(uint64_t block) const;
 
   std::unique_ptr<PacFile> file_;

@@ -17,6 +17,11 @@ inline constexpr double kLightgbmZeroThreshold = static_cast<double>(1e-35f);
 // Returns true when the row goes to the left child.
 template <typename T>
 inline bool GoesLeft(T x, T threshold, uint8_t flags) {
+  if (__builtin_expect(!(flags & (kNanIsZero | kZeroIsMissing)), 1)) {
+    // XGBoost, scikit-learn and LightGBM's NaN type: NaN takes the default
+    // direction. Branch-free: a NaN compares false.
+    return (x <= threshold) | (std::isnan(x) & static_cast<bool>(flags & kDefaultLeft));
+  }
   if (std::isnan(x)) {
     if (!(flags & kNanIsZero)) return flags & kDefaultLeft;
     x = T(0);

@@ -63,6 +63,15 @@ std::string HumanBytes(uint64_t b) {
   return buf;
 }
 
+void ReportTiming(const PredictOptions& opts, size_t rows,
+                  std::chrono::steady_clock::time_point since) {
+  if (!opts.timing) return;
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+  const int passes = std::max(1, opts.repeat);
+  std::fprintf(stderr, "predict: %zu rows x %d passes in %.6f s = %.0f rows/s (%d threads)\n", rows,
+               passes, s, rows * passes / s, opts.threads);
+}
+
 Status PredictWithForest(const Forest& forest, const PredictOptions& opts) {
   PACSET_ASSIGN_OR_RETURN(RowMatrix rows, ReadCsvRows(opts.input, forest.num_features));
   ForestPredictor predictor(forest);
@@ -82,15 +91,19 @@ Status PredictWithForest(const Forest& forest, const PredictOptions& opts) {
   }
   const size_t cols = opts.margin ? forest.num_outputs : forest.num_prediction_columns();
   std::vector<double> result(rows.num_rows * cols);
-  ParallelRows(rows.num_rows, opts.threads, [&](size_t b, size_t e) {
-    for (size_t r = b; r < e; ++r) {
-      if (opts.margin) {
-        predictor.PredictMargin(rows.row(r), result.data() + r * cols);
-      } else {
-        predictor.Predict(rows.row(r), result.data() + r * cols);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < std::max(1, opts.repeat); ++i) {
+    ParallelRows(rows.num_rows, opts.threads, [&](size_t b, size_t e) {
+      for (size_t r = b; r < e; ++r) {
+        if (opts.margin) {
+          predictor.PredictMargin(rows.row(r), result.data() + r * cols);
+        } else {
+          predictor.Predict(rows.row(r), result.data() + r * cols);
+        }
       }
-    }
-  });
+    });
+  }
+  ReportTiming(opts, rows.num_rows, t0);
   for (size_t r = 0; r < rows.num_rows; ++r) out.WriteRow(result.data() + r * cols, cols, f32);
   return out.Close();
 }
@@ -211,7 +224,10 @@ Status PredictWithPac(const PredictOptions& opts) {
     return out.Close();
   }
   std::vector<double> result;
-  PACSET_RETURN_IF_ERROR(engine->PredictAll(rows, opts.margin, opts.threads, &result));
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < std::max(1, opts.repeat); ++i)
+    PACSET_RETURN_IF_ERROR(engine->PredictAll(rows, opts.margin, opts.threads, &result));
+  ReportTiming(opts, rows.num_rows, t0);
   const size_t cols = engine->num_columns(opts.margin);
   for (size_t r = 0; r < rows.num_rows; ++r)
     out.WriteRow(result.data() + r * cols, cols, engine->float32_outputs());

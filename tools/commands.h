@@ -19,6 +19,8 @@ struct PredictOptions {
   bool margin = false;  // raw scores instead of probabilities
   bool leaf = false;    // leaf index per tree instead of predictions
   int threads = 1;
+  int repeat = 1;       // predict the batch this many times (benchmarking)
+  bool timing = false;  // print the prediction time (CSV and model loading excluded) to stderr
   // Request marks (trace/request_marks.h), .pac models only: marks go to
   // `marks_file`, else to $PACSET_REQUEST_MARKS when set; one request per
   // "row" or per "batch" (default: $PACSET_REQUEST_MARKS_UNIT, else batch).

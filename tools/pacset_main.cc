@@ -68,6 +68,10 @@ int main(int argc, char** argv) {
   p->add_flag("--margin", predict.margin, "Write raw scores (margins) instead of predictions");
   p->add_flag("--leaf", predict.leaf, "Write the leaf index reached in every tree");
   p->add_option("-j,--threads", predict.threads, "Worker threads")->check(CLI::Range(1, 1024));
+  p->add_option("--repeat", predict.repeat, "Predict the rows this many times (benchmarking)")
+      ->check(CLI::Range(1, 1000000));
+  p->add_flag("--timing", predict.timing,
+              "Print the time spent predicting (loading and CSV excluded) to stderr");
   p->add_option("--mark-requests", predict.mark_requests,
                 "Mark request boundaries for pacset-trace: one request per row or per batch")
       ->check(CLI::IsMember({"row", "batch"}));
