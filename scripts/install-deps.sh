@@ -8,6 +8,8 @@ PKGS=(
   redis-server
   python3 python3-numpy python3-xgboost python3-sklearn python3-joblib
   dataset-fashion-mnist
+  # the Debian package: scripts/build-deb.sh, tests/deb
+  dpkg-dev debhelper help2man lintian bash-completion
 )
 missing=()
 for p in "${PKGS[@]}"; do
