@@ -1,6 +1,8 @@
 #include "model/json_reader.h"
 
+#include <array>
 #include <charconv>
+#include <cstring>
 #include <cmath>
 #include <cstdlib>
 
@@ -96,7 +98,72 @@ StatusOr<std::vector<double>> JsonReader::Numbers() const {
   return Doubles();
 }
 
+namespace {
+
+// Decodes standard base64 (RFC 4648, with padding); false on bad input.
+bool DecodeBase64(const std::string& in, std::string* out) {
+  static const auto kTable = [] {
+    std::array<int8_t, 256> t{};
+    t.fill(-1);
+    const char* chars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    for (int i = 0; i < 64; ++i) t[static_cast<unsigned char>(chars[i])] = static_cast<int8_t>(i);
+    return t;
+  }();
+  if (in.size() % 4 != 0) return false;
+  out->clear();
+  out->reserve(in.size() / 4 * 3);
+  for (size_t i = 0; i < in.size(); i += 4) {
+    int v[4];
+    int pad = 0;
+    for (int k = 0; k < 4; ++k) {
+      const char c = in[i + k];
+      if (c == '=' && i + 4 == in.size() && k >= 2) {
+        v[k] = 0;
+        ++pad;
+        continue;
+      }
+      if (pad) return false;
+      v[k] = kTable[static_cast<unsigned char>(c)];
+      if (v[k] < 0) return false;
+    }
+    const uint32_t n = (v[0] << 18) | (v[1] << 12) | (v[2] << 6) | v[3];
+    out->push_back(static_cast<char>(n >> 16));
+    if (pad < 2) out->push_back(static_cast<char>((n >> 8) & 0xFF));
+    if (pad < 1) out->push_back(static_cast<char>(n & 0xFF));
+  }
+  return true;
+}
+
+}  // namespace
+
+// {"dtype": "<f8" | "<i8", "base64": "..."}: a little-endian binary array.
+template <typename T>
+static Status DecodeBinaryArray(const JsonReader& r, const char* dtype, int64_t expected,
+                                std::vector<T>* out) {
+  const nlohmann::json& j = r.json();
+  if (!j.contains("dtype") || !j["dtype"].is_string() || !j.contains("base64") ||
+      !j["base64"].is_string())
+    return r.Error("expected an array or {\"dtype\", \"base64\"}");
+  if (j["dtype"].get<std::string>() != dtype)
+    return r.Error("dtype " + j["dtype"].get<std::string>() + " where " + dtype + " is expected");
+  std::string raw;
+  if (!DecodeBase64(j["base64"].get_ref<const std::string&>(), &raw))
+    return r.Error("invalid base64 data");
+  if (raw.size() % 8 != 0) return r.Error("binary array length is not a multiple of 8 bytes");
+  const size_t n = raw.size() / 8;
+  if (expected >= 0 && n != static_cast<size_t>(expected))
+    return r.Error("expected " + std::to_string(expected) + " values, found " + std::to_string(n));
+  out->resize(n);
+  std::memcpy(out->data(), raw.data(), raw.size());  // little-endian host (see pac_format.h)
+  return Status::Ok();
+}
+
 StatusOr<std::vector<int64_t>> JsonReader::Integers(int64_t expected) const {
+  if (j_->is_object()) {
+    std::vector<int64_t> v;
+    PACSET_RETURN_IF_ERROR(DecodeBinaryArray(*this, "<i8", expected, &v));
+    return v;
+  }
   if (!j_->is_array()) return Error(std::string("expected an array, found ") + j_->type_name());
   if (expected >= 0 && j_->size() != static_cast<size_t>(expected))
     return Error("expected " + std::to_string(expected) + " values, found " +
@@ -120,6 +187,11 @@ StatusOr<std::vector<int64_t>> JsonReader::Integers(int64_t expected) const {
 }
 
 StatusOr<std::vector<double>> JsonReader::Doubles(int64_t expected) const {
+  if (j_->is_object()) {
+    std::vector<double> v;
+    PACSET_RETURN_IF_ERROR(DecodeBinaryArray(*this, "<f8", expected, &v));
+    return v;
+  }
   if (!j_->is_array()) return Error(std::string("expected an array, found ") + j_->type_name());
   if (expected >= 0 && j_->size() != static_cast<size_t>(expected))
     return Error("expected " + std::to_string(expected) + " values, found " +

@@ -252,6 +252,26 @@ def check_model(checker, stats, work, name, est, ext, X, rng, exporter):
     got_json = checker.predict(json_path, rows_csv)
     checker.expect(np.array_equal(got_json.view(np.uint64), got.view(np.uint64)),
                    f"{name}: the exported JSON and the pickle predict differently")
+    # The base64 array encoding (used for big forests) predicts the same bits.
+    b64_path = os.path.join(work, name + ".b64.json")
+    exported = subprocess.run([sys.executable, exporter, path, "-o", b64_path, "--arrays", "base64"],
+                              capture_output=True, text=True)
+    checker.expect(exported.returncode == 0, f"{name}: --arrays base64 failed: {exported.stderr}")
+    if exported.returncode == 0:
+        got_b64 = checker.predict(b64_path, rows_csv)
+        checker.expect(np.array_equal(got_b64.view(np.uint64), got.view(np.uint64)),
+                       f"{name}: base64 arrays and the pickle predict differently")
+    # And through a packed .pac file (the bundled mmap engine).
+    pac_path = os.path.join(work, name + ".pac")
+    packed = subprocess.run([checker.pacset, "pack", path, "-o", pac_path, "--block-size", "4KiB"],
+                            capture_output=True, text=True)
+    checker.expect(packed.returncode == 0, f"{name}: pacset pack failed: {packed.stderr}")
+    if packed.returncode == 0:
+        got_pac = checker.predict(pac_path, rows_csv)
+        checker.expect(np.array_equal(got_pac.view(np.uint64), got.view(np.uint64)),
+                       f"{name}: the packed .pac and the pickle predict differently")
+        checker.same_ints(name, "leaf (.pac)", checker.predict(pac_path, rows_csv, "--leaf"),
+                          want_leaf)
     got_margin = checker.predict(json_path, rows_csv, "--margin")
     err = max(err or 0.0, checker.close(name, "margin", got_margin, want_margin, TOLERANCE) or 0.0)
     stats.values_compared(got_margin, want_margin)
