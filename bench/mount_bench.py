@@ -6,13 +6,13 @@
 Trains a scikit-learn ExtraTreesRegressor grown to purity (about 1M nodes a
 tree) and measures, in one run:
   * import into a RocksDB and a directory store (MB/s of .pac written);
-  * cold single-row latency, time to first prediction (process start to exit):
+  * cold single-row latency, time to first prediction (process start to exit),
+    each after `drop *` on the mounts and dropping every clean page of the
+    machine (/proc/sys/vm/drop_caches, so the stores' own files are cold too):
       - `pacset predict` through a pacsetfs mount (RocksDB store, dir store),
-        after `drop *` on the mount (kernel page cache and daemon cache),
-      - `pacset predict` on the same .pac on local disk after dropping its
-        pages (posix_fadvise DONTNEED),
+      - `pacset predict` on the same .pac on local disk,
       - loading the whole model with joblib and predicting one row with
-        scikit-learn, after dropping the pickle's pages;
+        scikit-learn;
     and the peak RSS of each;
   * warm batch throughput through the mount vs the same file outside it.
 Ratios are against baselines measured in the same run; absolute times vary
@@ -33,12 +33,11 @@ from fslib import Mount  # noqa: E402
 PY = "/usr/bin/python3"
 
 
-def drop_file_pages(path):
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
+def drop_all_caches():
+    """Cold means cold everywhere: the store's own files too (needs root)."""
+    os.sync()
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3\n")
 
 
 def timed_run(cmd):
@@ -115,20 +114,21 @@ def main():
             walls, rss = [], 0
             for q in qfiles:
                 m.drop("big")
+                drop_all_caches()
                 w, r, _ = timed_run([pacset, "predict", os.path.join(m.mp, "big.pac"), "-i", q])
                 walls.append(w)
                 rss = max(rss, r)
             results[label] = (walls, rss)
         walls, rss = [], 0
         for q in qfiles:
-            drop_file_pages(pac)
+            drop_all_caches()
             w, r, _ = timed_run([pacset, "predict", pac, "-i", q])
             walls.append(w)
             rss = max(rss, r)
         results["local .pac"] = (walls, rss)
         walls, rss = [], 0
         for q in qfiles[: max(2, a.queries // 5)]:  # each load reads the whole model
-            drop_file_pages(model)
+            drop_all_caches()
             w, r, _ = timed_run([PY, "-c", "import joblib, numpy as np, sys; "
                                  "m = joblib.load(sys.argv[1]); "
                                  "print(m.predict(np.loadtxt(sys.argv[2], delimiter=',')"
