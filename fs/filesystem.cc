@@ -797,6 +797,20 @@ int RunCommand(const std::vector<std::string>& args) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+// rocksdb:PATH or dir:PATH whose parent directory exists (so a typo in a
+// path is still an error rather than a new store somewhere unexpected).
+bool LocalStoreParentExists(const std::string& uri) {
+  std::string path;
+  if (uri.rfind("rocksdb:", 0) == 0) path = uri.substr(8);
+  else if (uri.rfind("dir:", 0) == 0) path = uri.substr(4);
+  else return false;
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  const size_t slash = path.rfind('/');
+  const std::string parent = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  struct stat st;
+  return !path.empty() && stat(parent.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
 }  // namespace
 
 Status ParseMountOptionString(const std::string& list, MountOptions* o) {
@@ -899,8 +913,19 @@ Status RunMount(const MountOptions& in) {
   so.io_timeout_ms = std::clamp(opts.store_timeout_ms / 2, 100, 5000);
   so.connect_timeout_ms = so.io_timeout_ms;
   {
-    PACSET_ASSIGN_OR_RETURN(auto probe, OpenBlockStore(opts.store_uri, so));
-    PACSET_RETURN_IF_ERROR(probe->List().status().WithContext("store " + opts.store_uri));
+    auto probe = OpenBlockStore(opts.store_uri, so);
+    if (probe.status().IsNotFound() && LocalStoreParentExists(opts.store_uri)) {
+      // A mount at boot may come before the first import: create the empty
+      // store (as `pacset import` would) and serve an empty directory; forests
+      // appear as they are imported.
+      StoreOptions create = so;
+      create.read_only = false;
+      PACSET_RETURN_IF_ERROR(OpenBlockStore(opts.store_uri, create).status());
+      Log(LOG_INFO, "created an empty store at %s", opts.store_uri.c_str());
+      probe = OpenBlockStore(opts.store_uri, so);
+    }
+    if (!probe.ok()) return probe.status();
+    PACSET_RETURN_IF_ERROR((*probe)->List().status().WithContext("store " + opts.store_uri));
   }
 
   std::vector<std::string> args = {"pacsetfs", "-o",

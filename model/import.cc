@@ -53,9 +53,11 @@ std::string SelfDir() {
 std::string FindExporter() {
   if (const char* e = std::getenv("PACSET_SKLEARN_EXPORTER")) return e;
   const std::string candidates[] = {
-      SelfDir() + "/pacset-sklearn-export",
-      std::string(PACSET_DATADIR) + "/pacset-sklearn-export",
-      std::string(PACSET_SOURCE_DIR) + "/tools/pacset-sklearn-export",
+    SelfDir() + "/pacset-sklearn-export",
+    std::string(PACSET_DATADIR) + "/pacset-sklearn-export",
+#ifdef PACSET_SOURCE_DIR
+    std::string(PACSET_SOURCE_DIR) + "/tools/pacset-sklearn-export",
+#endif
   };
   for (const auto& c : candidates)
     if (IsReadable(c)) return c;

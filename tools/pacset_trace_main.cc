@@ -103,6 +103,11 @@ int main(int argc, char** argv) {
     if (per_row) rec.unit = "row";
     int command_status = 0;
     s = pacset::RunRecord(rec, &command_status);
+    // Like time(1): the trace is written, and the exit status is the command's.
+    if (command_status != 0) {
+      std::fprintf(stderr, "pacset-trace: %s\n", s.message().c_str());
+      return command_status;
+    }
   } else if (*rp) {
     s = pacset::RunReport(rep);
   } else if (*c) {

@@ -375,6 +375,22 @@ def test_fstab_form_and_bad_options(env):
     assert not fslib.is_mounted(mp)
 
 
+def test_mounting_a_store_that_does_not_exist_yet_serves_an_empty_directory(env):
+    # As at boot, before the first import: the store is created empty, and a
+    # forest imported later appears without remounting.
+    store = "rocksdb:" + os.path.join(env.tmp, "fresh")
+    with Mount(ARGS.pacsetfs, store, os.path.join(env.tmp, "mnt"),
+               options="catalog_refresh=100") as m:
+        assert os.listdir(m.mp) == [".pacsetfs"], os.listdir(m.mp)
+        pacset("import", MODELS["rf"]["pac"], "--name", "late", "--store", store)
+        deadline = time.time() + 10
+        while "late.pac" not in os.listdir(m.mp):
+            assert time.time() < deadline, "an imported forest did not appear"
+            time.sleep(0.1)
+        assert predict(os.path.join(m.mp, "late.pac"), MODELS["one"]) == \
+            predict(MODELS["rf"]["pac"], MODELS["one"])
+
+
 def test_forest_files_are_read_only(env):
     store = env.store("rocksdb")
     import_models(store)
