@@ -97,7 +97,7 @@ template <typename NodeT, bool kF32Input, typename Acc, int kMode>
 Status PacEngine::Run(const RowMatrix& rows, size_t begin, size_t end, bool margin, double* out,
                       int32_t* leaves, std::vector<uint64_t>* trace) const {
   const PacHeader& h = file_->header();
-  constexpr size_t kBlockRows = kMode == kHooked ? 1 : 16;  // 16 rows of features stay in L1/L2
+  constexpr size_t kBlockRows = kMode == kHooked ? 1 : 8;  // 16 rows of features stay in L1/L2
   // Buffers live in this frame, outside the region a SIGBUS can jump out of.
   std::vector<Acc> acc(kBlockRows * h.num_outputs);
   std::vector<float> x32(kF32Input ? kBlockRows * h.num_features : 0);
@@ -152,7 +152,98 @@ Status PacEngine::RunLoop(const RowMatrix& rows, size_t begin, size_t end, bool 
       for (size_t i = 0; i < nrows; ++i) rule_.Init(&acc[i * K]);
     for (uint64_t t = 0; t < T; ++t) {
       const TreeRecord& tr = trees[t];
-      for (size_t i = 0; i < nrows; ++i) {
+      size_t i = 0;
+      if constexpr (kMode == kFast) {
+        // Two rows at a time: their walks are independent dependency chains
+        // (node load -> feature load -> compare -> next node), so the CPU
+        // overlaps them. Same routing and checks as the one-row loop below.
+        auto step = [&](uint64_t& ref, uint32_t& kind, const float* xf, const double* xd) {
+          NodeT n;
+          std::memcpy(&n, base + ref * kUnit, sizeof(NodeT));
+          const uint32_t feature = V::Feature(n);
+          const uint32_t flags = V::Flags(n);
+          if (__builtin_expect(feature >= nf, 0)) return false;
+          bool left;
+          if constexpr (kF32Input) {
+            if constexpr (std::is_same_v<NodeT, CompactNode>) {
+              left = GoesLeft<float>(xf[feature], n.threshold, static_cast<uint8_t>(flags));
+            } else {
+              left = GoesLeft<double>(xf[feature], n.threshold, static_cast<uint8_t>(flags));
+            }
+          } else {
+            left = GoesLeft<double>(xd[feature], n.threshold, static_cast<uint8_t>(flags));
+          }
+          const uint32_t right = !left;
+          kind = (flags >> (kLeftKindShift + 2 * right)) & 3u;
+          const auto mask = static_cast<decltype(n.left)>(0) - right;
+          ref = (n.left & ~mask) | (n.right & mask);
+          return true;
+        };
+        auto add_leaf = [&](size_t row, uint64_t ref, uint32_t kind) {
+          Acc* a = &acc[row * K];
+          switch (static_cast<RefKind>(kind)) {
+            case RefKind::kInlineValue: {
+              const uint32_t bits = static_cast<uint32_t>(ref);
+              float v;
+              std::memcpy(&v, &bits, 4);
+              a[tr.group] += static_cast<Acc>(v);
+              return true;
+            }
+            case RefKind::kInlineClass:
+              if (__builtin_expect(ref >= K, 0)) return false;
+              a[ref] += Acc(1);
+              return true;
+            case RefKind::kLeafRecord: {
+              if (!file_->RefInNodeRegion(ref, record_bytes)) return false;
+              const char* v = base + ref * kUnit;
+              if (w == 1) {
+                double x;
+                std::memcpy(&x, v, 8);
+                a[tr.group] += static_cast<Acc>(x);
+              } else {
+                for (uint32_t c = 0; c < w; ++c) {
+                  double x;
+                  std::memcpy(&x, v + 8 * c, 8);
+                  a[c] += static_cast<Acc>(x);
+                }
+              }
+              return true;
+            }
+            case RefKind::kNode: break;
+          }
+          return false;
+        };
+        constexpr uint32_t kNodeKind = static_cast<uint32_t>(RefKind::kNode);
+        for (; i + 1 < nrows; i += 2) {
+          uint64_t ra = tr.root, rb = tr.root;
+          uint32_t ka = tr.root_kind, kb = tr.root_kind, steps = 0;
+          const float* xa = kF32Input ? x32 + i * nf : nullptr;
+          const float* xb = kF32Input ? x32 + (i + 1) * nf : nullptr;
+          const double* da = kF32Input ? nullptr : rows.row(r0 + i);
+          const double* db = kF32Input ? nullptr : rows.row(r0 + i + 1);
+          bool ok = true;
+          while (ka == kNodeKind && kb == kNodeKind) {
+            if (__builtin_expect(ra - lo >= span || rb - lo >= span || ++steps > max_steps, 0)) {
+              ok = false;
+              break;
+            }
+            ok = step(ra, ka, xa, da) & step(rb, kb, xb, db);
+            if (__builtin_expect(!ok, 0)) break;
+          }
+          while (ok && ka == kNodeKind) {
+            if (__builtin_expect(ra - lo >= span || ++steps > max_steps, 0)) ok = false;
+            else ok = step(ra, ka, xa, da);
+          }
+          while (ok && kb == kNodeKind) {
+            if (__builtin_expect(rb - lo >= span || ++steps > max_steps, 0)) ok = false;
+            else ok = step(rb, kb, xb, db);
+          }
+          if (__builtin_expect(!ok || !add_leaf(i, ra, ka) || !add_leaf(i + 1, rb, kb), 0))
+            return Corrupt(t, "has a reference outside the node region, a cycle, a feature or "
+                              "class out of range");
+        }
+      }
+      for (; i < nrows; ++i) {
         uint64_t ref = tr.root;
         uint32_t kind = tr.root_kind;
         uint32_t leaf_id = 0, steps = 0;
