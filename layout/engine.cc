@@ -152,67 +152,72 @@ Status PacEngine::RunLoop(const RowMatrix& rows, size_t begin, size_t end, bool 
       for (size_t i = 0; i < nrows; ++i) rule_.Init(&acc[i * K]);
     for (uint64_t t = 0; t < T; ++t) {
       const TreeRecord& tr = trees[t];
+      // One step down the tree: false when the node splits on a feature the
+      // model does not have. `went_left` tells the leaf-id lookup which child.
+      auto step = [&](uint64_t& ref, uint32_t& kind, const float* xf, const double* xd,
+                      bool* went_left = nullptr) {
+        NodeT n;
+        std::memcpy(&n, base + ref * kUnit, sizeof(NodeT));
+        const uint32_t feature = V::Feature(n);
+        const uint32_t flags = V::Flags(n);
+        if (__builtin_expect(feature >= nf, 0)) return false;
+        bool left;
+        if constexpr (kF32Input) {
+          if constexpr (std::is_same_v<NodeT, CompactNode>) {
+            left = GoesLeft<float>(xf[feature], n.threshold, static_cast<uint8_t>(flags));
+          } else {
+            left = GoesLeft<double>(xf[feature], n.threshold, static_cast<uint8_t>(flags));
+          }
+        } else {
+          left = GoesLeft<double>(xd[feature], n.threshold, static_cast<uint8_t>(flags));
+        }
+        if (went_left) *went_left = left;
+        const uint32_t right = !left;
+        kind = (flags >> (kLeftKindShift + 2 * right)) & 3u;
+        const auto mask = static_cast<decltype(n.left)>(0) - right;
+        ref = (n.left & ~mask) | (n.right & mask);
+        return true;
+      };
+      // Adds the leaf a walk ended on to the row's sums; false for a corrupt leaf.
+      auto add_leaf = [&](size_t row, uint64_t ref, uint32_t kind) {
+        Acc* a = &acc[row * K];
+        switch (static_cast<RefKind>(kind)) {
+          case RefKind::kInlineValue: {
+            const uint32_t bits = static_cast<uint32_t>(ref);
+            float v;
+            std::memcpy(&v, &bits, 4);
+            a[tr.group] += static_cast<Acc>(v);
+            return true;
+          }
+          case RefKind::kInlineClass:
+            if (__builtin_expect(ref >= K, 0)) return false;
+            a[ref] += Acc(1);
+            return true;
+          case RefKind::kLeafRecord: {
+            if (!file_->RefInNodeRegion(ref, record_bytes)) return false;
+            const char* v = base + ref * kUnit;
+            if (w == 1) {
+              double x;
+              std::memcpy(&x, v, 8);
+              a[tr.group] += static_cast<Acc>(x);
+            } else {
+              for (uint32_t c = 0; c < w; ++c) {
+                double x;
+                std::memcpy(&x, v + 8 * c, 8);
+                a[c] += static_cast<Acc>(x);
+              }
+            }
+            return true;
+          }
+          case RefKind::kNode: break;
+        }
+        return false;
+      };
       size_t i = 0;
       if constexpr (kMode == kFast) {
-        // Two rows at a time: their walks are independent dependency chains
-        // (node load -> feature load -> compare -> next node), so the CPU
-        // overlaps them. Same routing and checks as the one-row loop below.
-        auto step = [&](uint64_t& ref, uint32_t& kind, const float* xf, const double* xd) {
-          NodeT n;
-          std::memcpy(&n, base + ref * kUnit, sizeof(NodeT));
-          const uint32_t feature = V::Feature(n);
-          const uint32_t flags = V::Flags(n);
-          if (__builtin_expect(feature >= nf, 0)) return false;
-          bool left;
-          if constexpr (kF32Input) {
-            if constexpr (std::is_same_v<NodeT, CompactNode>) {
-              left = GoesLeft<float>(xf[feature], n.threshold, static_cast<uint8_t>(flags));
-            } else {
-              left = GoesLeft<double>(xf[feature], n.threshold, static_cast<uint8_t>(flags));
-            }
-          } else {
-            left = GoesLeft<double>(xd[feature], n.threshold, static_cast<uint8_t>(flags));
-          }
-          const uint32_t right = !left;
-          kind = (flags >> (kLeftKindShift + 2 * right)) & 3u;
-          const auto mask = static_cast<decltype(n.left)>(0) - right;
-          ref = (n.left & ~mask) | (n.right & mask);
-          return true;
-        };
-        auto add_leaf = [&](size_t row, uint64_t ref, uint32_t kind) {
-          Acc* a = &acc[row * K];
-          switch (static_cast<RefKind>(kind)) {
-            case RefKind::kInlineValue: {
-              const uint32_t bits = static_cast<uint32_t>(ref);
-              float v;
-              std::memcpy(&v, &bits, 4);
-              a[tr.group] += static_cast<Acc>(v);
-              return true;
-            }
-            case RefKind::kInlineClass:
-              if (__builtin_expect(ref >= K, 0)) return false;
-              a[ref] += Acc(1);
-              return true;
-            case RefKind::kLeafRecord: {
-              if (!file_->RefInNodeRegion(ref, record_bytes)) return false;
-              const char* v = base + ref * kUnit;
-              if (w == 1) {
-                double x;
-                std::memcpy(&x, v, 8);
-                a[tr.group] += static_cast<Acc>(x);
-              } else {
-                for (uint32_t c = 0; c < w; ++c) {
-                  double x;
-                  std::memcpy(&x, v + 8 * c, 8);
-                  a[c] += static_cast<Acc>(x);
-                }
-              }
-              return true;
-            }
-            case RefKind::kNode: break;
-          }
-          return false;
-        };
+        // Several rows at a time: their walks are independent dependency
+        // chains (node load -> feature load -> compare -> next node), so the
+        // CPU overlaps them. Same routing and checks as the one-row loop below.
         constexpr uint32_t kNodeKind = static_cast<uint32_t>(RefKind::kNode);
         for (; i + 3 < nrows; i += 4) {
           uint64_t r[4] = {tr.root, tr.root, tr.root, tr.root};
@@ -294,36 +299,18 @@ Status PacEngine::RunLoop(const RowMatrix& rows, size_t begin, size_t end, bool 
               if (!status.ok()) return status;
             }
           }
-          NodeT n;
-          std::memcpy(&n, base + ref * kUnit, sizeof(NodeT));
-          const uint32_t feature = V::Feature(n);
-          const uint32_t flags = V::Flags(n);
-          if (__builtin_expect(feature >= nf, 0))
-            return Corrupt(t, "splits on feature " + std::to_string(feature) + " of " +
-                                  std::to_string(nf));
-          bool left;
-          if constexpr (kF32Input) {
-            if constexpr (std::is_same_v<NodeT, CompactNode>) {
-              left = GoesLeft<float>(xf[feature], n.threshold, static_cast<uint8_t>(flags));
-            } else {
-              left = GoesLeft<double>(xf[feature], n.threshold, static_cast<uint8_t>(flags));
-            }
-          } else {
-            left = GoesLeft<double>(xd[feature], n.threshold, static_cast<uint8_t>(flags));
-          }
-          // Branch-free child selection: left/right is a coin flip for the
-          // branch predictor, a mask is not.
-          const uint32_t right = !left;
-          kind = (flags >> (kLeftKindShift + 2 * right)) & 3u;
+          const uint64_t at = ref;
+          bool left = false;
+          if (__builtin_expect(!step(ref, kind, xf, xd, &left), 0))
+            return Corrupt(t, "splits on a feature the model does not have (it has " +
+                                  std::to_string(nf) + ")");
           if constexpr (kMode != kFast) {
             if (leaves && kind != static_cast<uint32_t>(RefKind::kNode)) {
               uint32_t ids[2];
-              file_->ChildLeafIds(ref, ids);
-              leaf_id = ids[right];
+              file_->ChildLeafIds(at, ids);
+              leaf_id = ids[left ? 0 : 1];
             }
           }
-          const auto mask = static_cast<decltype(n.left)>(0) - right;
-          ref = (n.left & ~mask) | (n.right & mask);
         }
         if constexpr (kMode != kFast) {
           if (leaves) {
@@ -331,47 +318,19 @@ Status PacEngine::RunLoop(const RowMatrix& rows, size_t begin, size_t end, bool 
             if (!trace) continue;
           }
         }
-        Acc* a = &acc[i * K];
-        switch (static_cast<RefKind>(kind)) {
-          case RefKind::kInlineValue: {
-            const uint32_t bits = static_cast<uint32_t>(ref);
-            float v;
-            std::memcpy(&v, &bits, 4);
-            a[tr.group] += static_cast<Acc>(v);
-            break;
-          }
-          case RefKind::kInlineClass:
-            if (__builtin_expect(ref >= K, 0))
-              return Corrupt(t, "has a leaf for class " + std::to_string(ref));
-            a[ref] += Acc(1);
-            break;
-          case RefKind::kLeafRecord: {
-            if (!file_->RefInNodeRegion(ref, record_bytes))
-              return Corrupt(t, "has a leaf record outside the node region");
-            if constexpr (kMode == kHooked) {
-              const uint64_t block = (ref * kUnit) >> bs_shift;
-              if (trace) trace->push_back(block);
-              if (verify) {
-                status = CheckBlock(block);
-                if (!status.ok()) return status;
-              }
+        if constexpr (kMode == kHooked) {
+          if (kind == static_cast<uint32_t>(RefKind::kLeafRecord) &&
+              file_->RefInNodeRegion(ref, record_bytes)) {
+            const uint64_t block = (ref * kUnit) >> bs_shift;
+            if (trace) trace->push_back(block);
+            if (verify) {
+              status = CheckBlock(block);
+              if (!status.ok()) return status;
             }
-            const char* v = base + ref * kUnit;
-            if (w == 1) {
-              double x;
-              std::memcpy(&x, v, 8);
-              a[tr.group] += static_cast<Acc>(x);
-            } else {
-              for (uint32_t c = 0; c < w; ++c) {
-                double x;
-                std::memcpy(&x, v + 8 * c, 8);
-                a[c] += static_cast<Acc>(x);
-              }
-            }
-            break;
           }
-          case RefKind::kNode: break;  // unreachable: the loop above ends on a leaf
         }
+        if (__builtin_expect(!add_leaf(i, ref, kind), 0))
+          return Corrupt(t, "has a leaf outside the node region or a class out of range");
       }
     }
     if (leaves || trace) continue;

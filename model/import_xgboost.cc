@@ -224,33 +224,16 @@ StatusOr<Forest> ImportXgboostDocument(const nlohmann::json& doc, const std::str
   return f;
 }
 
-std::string CleanJsonError(const std::exception& e) {
-  std::string m = e.what();
-  // "[json.exception.parse_error.101] parse error at line 1, column 3: ..."
-  size_t p = m.find("] ");
-  if (m.rfind("[json.exception", 0) == 0 && p != std::string::npos) m = m.substr(p + 2);
-  return m;
-}
 
 }  // namespace
 
 StatusOr<Forest> ImportXgboostJson(std::string_view text, const std::string& name) {
-  nlohmann::json doc;
-  try {
-    doc = nlohmann::json::parse(text.begin(), text.end());
-  } catch (const std::exception& e) {
-    return Status::InvalidArgument(name + ": not valid JSON: " + CleanJsonError(e));
-  }
+  PACSET_ASSIGN_OR_RETURN(nlohmann::json doc, ParseJsonDocument(text, name));
   return ImportXgboostDocument(doc, name, "xgboost-json");
 }
 
 StatusOr<Forest> ImportXgboostUbjson(std::string_view bytes, const std::string& name) {
-  nlohmann::json doc;
-  try {
-    doc = nlohmann::json::from_ubjson(bytes.begin(), bytes.end());
-  } catch (const std::exception& e) {
-    return Status::InvalidArgument(name + ": not valid UBJSON: " + CleanJsonError(e));
-  }
+  PACSET_ASSIGN_OR_RETURN(nlohmann::json doc, ParseUbjsonDocument(bytes, name));
   return ImportXgboostDocument(doc, name, "xgboost-ubjson");
 }
 

@@ -8,6 +8,34 @@
 
 namespace pacset {
 
+namespace {
+
+// "[json.exception.parse_error.101] parse error at line 1, column 3: ..." -> "parse error at ..."
+std::string CleanJsonError(const std::exception& e) {
+  std::string m = e.what();
+  const size_t p = m.find("] ");
+  if (m.rfind("[json.exception", 0) == 0 && p != std::string::npos) m = m.substr(p + 2);
+  return m;
+}
+
+}  // namespace
+
+StatusOr<nlohmann::json> ParseJsonDocument(std::string_view text, const std::string& name) {
+  try {
+    return nlohmann::json::parse(text.begin(), text.end());
+  } catch (const std::exception& e) {
+    return Status::InvalidArgument(name + ": not valid JSON: " + CleanJsonError(e));
+  }
+}
+
+StatusOr<nlohmann::json> ParseUbjsonDocument(std::string_view bytes, const std::string& name) {
+  try {
+    return nlohmann::json::from_ubjson(bytes.begin(), bytes.end());
+  } catch (const std::exception& e) {
+    return Status::InvalidArgument(name + ": not valid UBJSON: " + CleanJsonError(e));
+  }
+}
+
 bool ParseNumberString(const std::string& s, double* out) {
   size_t b = 0, e = s.size();
   while (b < e && (s[b] == ' ' || s[b] == '[')) ++b;

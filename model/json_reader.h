@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "util/status.h"
@@ -44,6 +45,10 @@ class JsonReader {
   std::string file_;
   std::string path_;
 };
+
+// Parses JSON (or UBJSON) text; a syntax error names the file, line and column.
+StatusOr<nlohmann::json> ParseJsonDocument(std::string_view text, const std::string& name);
+StatusOr<nlohmann::json> ParseUbjsonDocument(std::string_view bytes, const std::string& name);
 
 // Parses a decimal number written as a JSON string ("5E-1"); false when it is not one.
 bool ParseNumberString(const std::string& s, double* out);
