@@ -1,9 +1,25 @@
 #!/usr/bin/env bash
 # Installs what the tests need, builds, and runs every test (unit, exactness
-# against the real XGBoost and scikit-learn, FUSE mounts, stores).
+# against the real XGBoost and scikit-learn, FUSE mounts over RocksDB, a
+# directory and redis, traces, the Debian package), then builds again with
+# AddressSanitizer + UndefinedBehaviorSanitizer and runs the unit tests and
+# the filesystem tests on that build. PACSET_SKIP_SANITIZERS=1 skips the
+# second build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 bash scripts/build.sh
-cd build
-ctest --output-on-failure -j2 --timeout 1200
+(cd build && ctest --output-on-failure -j2 --timeout 1200)
+if [ "${PACSET_SKIP_SANITIZERS:-0}" != 1 ]; then
+  echo "== sanitizer build (address, undefined)"
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DPACSET_SANITIZE=address,undefined -DPACSET_BUILD_BENCHMARKS=OFF >/dev/null
+  cmake --build build-asan -j"$(nproc)"
+  export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+  for t in pacset_unit_tests pacset_store_tests pacset_trace_tests; do
+    ASAN_OPTIONS=detect_leaks=1 build-asan/tests/$t --gtest_brief=1
+  done
+  # The daemon and the engine under the sanitizers, on real mounts.
+  ASAN_OPTIONS=detect_leaks=0 /usr/bin/python3 tests/fs/fs_test.py \
+    --pacset build-asan/tools/pacset --pacsetfs build-asan/tools/pacsetfs
+fi
