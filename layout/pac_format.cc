@@ -3,22 +3,9 @@
 #include <cmath>
 
 #include "model/forest.h"
+#include "util/le_fields.h"
 
 namespace pacset {
-namespace {
-
-template <typename T>
-void Put(char* dst, size_t off, T v) {
-  std::memcpy(dst + off, &v, sizeof(T));
-}
-template <typename T>
-T Get(const char* src, size_t off) {
-  T v;
-  std::memcpy(&v, src + off, sizeof(T));
-  return v;
-}
-
-}  // namespace
 
 const char* LayoutKindName(LayoutKind k) {
   switch (k) {
@@ -53,40 +40,40 @@ void PacHeader::EncodeTo(char* dst) {
   const size_t size = EncodedSize();
   std::memset(dst, 0, size);
   std::memcpy(dst, kPacMagic, 8);
-  Put<uint32_t>(dst, 8, version);
-  Put<uint32_t>(dst, 12, static_cast<uint32_t>(size));
-  Put<uint32_t>(dst, 16, block_size);
-  Put<uint32_t>(dst, 20, static_cast<uint32_t>(sections.size()));
-  Put<uint64_t>(dst, 24, block_count);
+  PutField<uint32_t>(dst, 8, version);
+  PutField<uint32_t>(dst, 12, static_cast<uint32_t>(size));
+  PutField<uint32_t>(dst, 16, block_size);
+  PutField<uint32_t>(dst, 20, static_cast<uint32_t>(sections.size()));
+  PutField<uint64_t>(dst, 24, block_count);
   const uint8_t bytes[8] = {task, postprocess, aggregation, input_precision,
                             accumulate_precision, node_format, layout, cardinality_source};
   std::memcpy(dst + 32, bytes, 8);
-  Put<uint32_t>(dst, 40, num_features);
-  Put<uint32_t>(dst, 44, num_outputs);
-  Put<uint32_t>(dst, 48, num_classes);
-  Put<uint32_t>(dst, 52, leaf_width);
-  Put<uint64_t>(dst, 56, num_trees);
-  Put<uint64_t>(dst, 64, num_nodes);
-  Put<uint64_t>(dst, 72, num_leaf_records);
-  Put<double>(dst, 80, sigmoid_alpha);
-  Put<uint32_t>(dst, 88, bin_depth);
-  Put<uint32_t>(dst, 92, trees_per_bin);
-  Put<uint64_t>(dst, 96, node_first_block);
-  Put<uint64_t>(dst, 104, node_block_count);
-  Put<uint64_t>(dst, 112, bin_block_count);
-  Put<uint32_t>(dst, 120, max_depth);
-  Put<uint32_t>(dst, 124, 0);
+  PutField<uint32_t>(dst, 40, num_features);
+  PutField<uint32_t>(dst, 44, num_outputs);
+  PutField<uint32_t>(dst, 48, num_classes);
+  PutField<uint32_t>(dst, 52, leaf_width);
+  PutField<uint64_t>(dst, 56, num_trees);
+  PutField<uint64_t>(dst, 64, num_nodes);
+  PutField<uint64_t>(dst, 72, num_leaf_records);
+  PutField<double>(dst, 80, sigmoid_alpha);
+  PutField<uint32_t>(dst, 88, bin_depth);
+  PutField<uint32_t>(dst, 92, trees_per_bin);
+  PutField<uint64_t>(dst, 96, node_first_block);
+  PutField<uint64_t>(dst, 104, node_block_count);
+  PutField<uint64_t>(dst, 112, bin_block_count);
+  PutField<uint32_t>(dst, 120, max_depth);
+  PutField<uint32_t>(dst, 124, 0);
   for (size_t i = 0; i < sections.size(); ++i) {
     char* e = dst + kFixedHeaderSize + i * kSectionEntrySize;
-    Put<uint32_t>(e, 0, sections[i].type);
-    Put<uint32_t>(e, 4, sections[i].flags);
-    Put<uint64_t>(e, 8, sections[i].offset);
-    Put<uint64_t>(e, 16, sections[i].count);
-    Put<uint32_t>(e, 24, sections[i].record_size);
-    Put<uint32_t>(e, 28, 0);
+    PutField<uint32_t>(e, 0, sections[i].type);
+    PutField<uint32_t>(e, 4, sections[i].flags);
+    PutField<uint64_t>(e, 8, sections[i].offset);
+    PutField<uint64_t>(e, 16, sections[i].count);
+    PutField<uint32_t>(e, 24, sections[i].record_size);
+    PutField<uint32_t>(e, 28, 0);
   }
   checksum = Checksum64(dst, size - 8);
-  Put<uint64_t>(dst, size - 8, checksum);
+  PutField<uint64_t>(dst, size - 8, checksum);
 }
 
 StatusOr<PacHeader> PacHeader::DecodeFrom(const char* src, size_t avail, const std::string& what) {
@@ -94,21 +81,21 @@ StatusOr<PacHeader> PacHeader::DecodeFrom(const char* src, size_t avail, const s
   if (avail < kFixedHeaderSize + 8) return bad("too short to be a .pac file");
   if (std::memcmp(src, kPacMagic, 8) != 0) return Status::InvalidArgument(what + ": not a .pac file");
   PacHeader h;
-  h.version = Get<uint32_t>(src, 8);
+  h.version = GetField<uint32_t>(src, 8);
   if (h.version != kPacVersion)
     return Status::NotSupported(what + ": .pac format version " + std::to_string(h.version) +
                                 " (this pacset reads version " + std::to_string(kPacVersion) + ")");
-  const uint32_t size = Get<uint32_t>(src, 12);
-  h.block_size = Get<uint32_t>(src, 16);
-  const uint32_t nsec = Get<uint32_t>(src, 20);
+  const uint32_t size = GetField<uint32_t>(src, 12);
+  h.block_size = GetField<uint32_t>(src, 16);
+  const uint32_t nsec = GetField<uint32_t>(src, 20);
   if (nsec > 1024 || size != kFixedHeaderSize + nsec * kSectionEntrySize + 8 || size > avail)
     return bad("header size " + std::to_string(size) + " is inconsistent");
-  if (Checksum64(src, size - 8) != Get<uint64_t>(src, size - 8))
+  if (Checksum64(src, size - 8) != GetField<uint64_t>(src, size - 8))
     return bad("header checksum mismatch");
-  h.checksum = Get<uint64_t>(src, size - 8);
+  h.checksum = GetField<uint64_t>(src, size - 8);
   if (!IsValidBlockSize(h.block_size))
     return bad("block size " + std::to_string(h.block_size) + " is not a power of two in 4 KiB..1 MiB");
-  h.block_count = Get<uint64_t>(src, 24);
+  h.block_count = GetField<uint64_t>(src, 24);
   h.task = static_cast<uint8_t>(src[32]);
   h.postprocess = static_cast<uint8_t>(src[33]);
   h.aggregation = static_cast<uint8_t>(src[34]);
@@ -117,20 +104,20 @@ StatusOr<PacHeader> PacHeader::DecodeFrom(const char* src, size_t avail, const s
   h.node_format = static_cast<uint8_t>(src[37]);
   h.layout = static_cast<uint8_t>(src[38]);
   h.cardinality_source = static_cast<uint8_t>(src[39]);
-  h.num_features = Get<uint32_t>(src, 40);
-  h.num_outputs = Get<uint32_t>(src, 44);
-  h.num_classes = Get<uint32_t>(src, 48);
-  h.leaf_width = Get<uint32_t>(src, 52);
-  h.num_trees = Get<uint64_t>(src, 56);
-  h.num_nodes = Get<uint64_t>(src, 64);
-  h.num_leaf_records = Get<uint64_t>(src, 72);
-  h.sigmoid_alpha = Get<double>(src, 80);
-  h.bin_depth = Get<uint32_t>(src, 88);
-  h.trees_per_bin = Get<uint32_t>(src, 92);
-  h.node_first_block = Get<uint64_t>(src, 96);
-  h.node_block_count = Get<uint64_t>(src, 104);
-  h.bin_block_count = Get<uint64_t>(src, 112);
-  h.max_depth = Get<uint32_t>(src, 120);
+  h.num_features = GetField<uint32_t>(src, 40);
+  h.num_outputs = GetField<uint32_t>(src, 44);
+  h.num_classes = GetField<uint32_t>(src, 48);
+  h.leaf_width = GetField<uint32_t>(src, 52);
+  h.num_trees = GetField<uint64_t>(src, 56);
+  h.num_nodes = GetField<uint64_t>(src, 64);
+  h.num_leaf_records = GetField<uint64_t>(src, 72);
+  h.sigmoid_alpha = GetField<double>(src, 80);
+  h.bin_depth = GetField<uint32_t>(src, 88);
+  h.trees_per_bin = GetField<uint32_t>(src, 92);
+  h.node_first_block = GetField<uint64_t>(src, 96);
+  h.node_block_count = GetField<uint64_t>(src, 104);
+  h.bin_block_count = GetField<uint64_t>(src, 112);
+  h.max_depth = GetField<uint32_t>(src, 120);
   if (h.task > 2 || h.postprocess > 5 || h.aggregation > 1 || h.input_precision > 1 ||
       h.accumulate_precision > 1 || h.node_format > 1 || h.layout > 8 || h.cardinality_source > 4)
     return bad("unknown enumeration value in the header");
@@ -149,11 +136,11 @@ StatusOr<PacHeader> PacHeader::DecodeFrom(const char* src, size_t avail, const s
   for (uint32_t i = 0; i < nsec; ++i) {
     const char* e = src + kFixedHeaderSize + i * kSectionEntrySize;
     SectionEntry s;
-    s.type = Get<uint32_t>(e, 0);
-    s.flags = Get<uint32_t>(e, 4);
-    s.offset = Get<uint64_t>(e, 8);
-    s.count = Get<uint64_t>(e, 16);
-    s.record_size = Get<uint32_t>(e, 24);
+    s.type = GetField<uint32_t>(e, 0);
+    s.flags = GetField<uint32_t>(e, 4);
+    s.offset = GetField<uint64_t>(e, 8);
+    s.count = GetField<uint64_t>(e, 16);
+    s.record_size = GetField<uint32_t>(e, 24);
     if (s.record_size == 0 || s.record_size > h.payload_size())
       return bad("section " + std::to_string(i) + " has record size " +
                  std::to_string(s.record_size));

@@ -5,19 +5,10 @@
 
 #include <algorithm>
 
+#include "util/le_fields.h"
+
 namespace pacset {
 namespace {
-
-template <typename T>
-void Put(char* p, size_t off, T v) {
-  std::memcpy(p + off, &v, sizeof(T));
-}
-template <typename T>
-T Get(const char* p, size_t off) {
-  T v;
-  std::memcpy(&v, p + off, sizeof(T));
-  return v;
-}
 
 bool IsRequestMark(TraceRecordType t) {
   return t == TraceRecordType::kRequestBegin || t == TraceRecordType::kRequestEnd;
@@ -61,53 +52,53 @@ void EncodeTraceRecord(const TraceRecord& r, char out[kTraceRecordSize]) {
   std::memset(out, 0, kTraceRecordSize);
   out[0] = static_cast<char>(r.type);
   out[1] = static_cast<char>(r.source);
-  Put<uint32_t>(out, 4, r.forest);
+  PutField<uint32_t>(out, 4, r.forest);
   if (r.type == TraceRecordType::kForestName) {
-    Put<uint16_t>(out, 2, static_cast<uint16_t>(r.generation));  // total name length
+    PutField<uint16_t>(out, 2, static_cast<uint16_t>(r.generation));  // total name length
     std::memcpy(out + 8, r.name_chunk.data(), std::min(r.name_chunk.size(), kTraceNameChunk));
-    Put<uint32_t>(out, 40, r.chunk_index);
+    PutField<uint32_t>(out, 40, r.chunk_index);
   } else {
     const bool mark = IsRequestMark(r.type);
-    Put<uint16_t>(out, 2, r.flags);
-    Put<uint64_t>(out, 8, r.type == TraceRecordType::kForestInfo ? r.header_checksum : r.time_ns);
-    Put<uint64_t>(out, 16, mark ? r.first_row : r.generation);
-    Put<uint64_t>(out, 24, r.block);
-    Put<uint32_t>(out, 32, mark ? r.row_count : r.bytes);
-    Put<uint32_t>(out, 36, r.pid);
-    Put<uint32_t>(out, 40, mark || r.type == TraceRecordType::kThread ? r.tgid : r.latency_ns);
+    PutField<uint16_t>(out, 2, r.flags);
+    PutField<uint64_t>(out, 8, r.type == TraceRecordType::kForestInfo ? r.header_checksum : r.time_ns);
+    PutField<uint64_t>(out, 16, mark ? r.first_row : r.generation);
+    PutField<uint64_t>(out, 24, r.block);
+    PutField<uint32_t>(out, 32, mark ? r.row_count : r.bytes);
+    PutField<uint32_t>(out, 36, r.pid);
+    PutField<uint32_t>(out, 40, mark || r.type == TraceRecordType::kThread ? r.tgid : r.latency_ns);
   }
-  Put<uint32_t>(out, 44, Checksum(out));
+  PutField<uint32_t>(out, 44, Checksum(out));
 }
 
 TraceDecodeResult DecodeTraceRecord(const char in[kTraceRecordSize], TraceRecord* r) {
-  if (Get<uint32_t>(in, 44) != Checksum(in)) return TraceDecodeResult::kBadChecksum;
+  if (GetField<uint32_t>(in, 44) != Checksum(in)) return TraceDecodeResult::kBadChecksum;
   const uint8_t type = static_cast<uint8_t>(in[0]);
   if (type < 1 || type > kMaxKnownRecordType) return TraceDecodeResult::kUnknownType;
   *r = TraceRecord();
   r->type = static_cast<TraceRecordType>(type);
   r->source = static_cast<TraceSource>(static_cast<uint8_t>(in[1]));
-  r->forest = Get<uint32_t>(in, 4);
+  r->forest = GetField<uint32_t>(in, 4);
   if (r->type == TraceRecordType::kForestName) {
-    const uint16_t total = Get<uint16_t>(in, 2);
+    const uint16_t total = GetField<uint16_t>(in, 2);
     r->generation = total;
-    r->chunk_index = Get<uint32_t>(in, 40);
+    r->chunk_index = GetField<uint32_t>(in, 40);
     const size_t start = static_cast<size_t>(r->chunk_index) * kTraceNameChunk;
     const size_t n = start >= total ? 0 : std::min(kTraceNameChunk, total - start);
     r->name_chunk.assign(in + 8, n);
     return TraceDecodeResult::kOk;
   }
   const bool mark = IsRequestMark(r->type);
-  r->flags = Get<uint16_t>(in, 2);
+  r->flags = GetField<uint16_t>(in, 2);
   if (r->type == TraceRecordType::kForestInfo) {
-    r->header_checksum = Get<uint64_t>(in, 8);
+    r->header_checksum = GetField<uint64_t>(in, 8);
   } else {
-    r->time_ns = Get<uint64_t>(in, 8);
+    r->time_ns = GetField<uint64_t>(in, 8);
   }
-  (mark ? r->first_row : r->generation) = Get<uint64_t>(in, 16);
-  r->block = Get<uint64_t>(in, 24);
-  (mark ? r->row_count : r->bytes) = Get<uint32_t>(in, 32);
-  r->pid = Get<uint32_t>(in, 36);
-  (mark || r->type == TraceRecordType::kThread ? r->tgid : r->latency_ns) = Get<uint32_t>(in, 40);
+  (mark ? r->first_row : r->generation) = GetField<uint64_t>(in, 16);
+  r->block = GetField<uint64_t>(in, 24);
+  (mark ? r->row_count : r->bytes) = GetField<uint32_t>(in, 32);
+  r->pid = GetField<uint32_t>(in, 36);
+  (mark || r->type == TraceRecordType::kThread ? r->tgid : r->latency_ns) = GetField<uint32_t>(in, 40);
   return TraceDecodeResult::kOk;
 }
 
@@ -117,13 +108,13 @@ TraceDecodeResult DecodeTraceRecord(const char in[kTraceRecordSize], TraceRecord
 void EncodeTraceHeader(const TraceFileHeader& h, char out[kTraceHeaderSize]) {
   std::memset(out, 0, kTraceHeaderSize);
   std::memcpy(out, kTraceMagic, 8);
-  Put<uint32_t>(out, 8, h.version);
-  Put<uint32_t>(out, 12, kTraceHeaderSize);
-  Put<uint32_t>(out, 16, kTraceRecordSize);
-  Put<uint32_t>(out, 20, h.pid);
-  Put<uint64_t>(out, 24, h.start_monotonic_ns);
-  Put<uint64_t>(out, 32, h.start_realtime_ns);
-  Put<uint64_t>(out, 56, XXH3_64bits(out, 56));
+  PutField<uint32_t>(out, 8, h.version);
+  PutField<uint32_t>(out, 12, kTraceHeaderSize);
+  PutField<uint32_t>(out, 16, kTraceRecordSize);
+  PutField<uint32_t>(out, 20, h.pid);
+  PutField<uint64_t>(out, 24, h.start_monotonic_ns);
+  PutField<uint64_t>(out, 32, h.start_realtime_ns);
+  PutField<uint64_t>(out, 56, XXH3_64bits(out, 56));
 }
 
 bool DecodeTraceHeader(const char in[kTraceHeaderSize], TraceFileHeader* h, std::string* error) {
@@ -131,24 +122,24 @@ bool DecodeTraceHeader(const char in[kTraceHeaderSize], TraceFileHeader* h, std:
     *error = "not a pacsetfs trace file (no PACTRACE magic)";
     return false;
   }
-  if (Get<uint64_t>(in, 56) != XXH3_64bits(in, 56)) {
+  if (GetField<uint64_t>(in, 56) != XXH3_64bits(in, 56)) {
     *error = "trace header checksum mismatch (damaged header)";
     return false;
   }
-  h->version = Get<uint32_t>(in, 8);
+  h->version = GetField<uint32_t>(in, 8);
   if (h->version < kTraceOldestVersion || h->version > kTraceVersion) {
     *error = "trace format version " + std::to_string(h->version) +
              " is not supported (this build reads versions " + std::to_string(kTraceOldestVersion) +
              " to " + std::to_string(kTraceVersion) + ")";
     return false;
   }
-  if (Get<uint32_t>(in, 12) != kTraceHeaderSize || Get<uint32_t>(in, 16) != kTraceRecordSize) {
+  if (GetField<uint32_t>(in, 12) != kTraceHeaderSize || GetField<uint32_t>(in, 16) != kTraceRecordSize) {
     *error = "unexpected trace header or record size";
     return false;
   }
-  h->pid = Get<uint32_t>(in, 20);
-  h->start_monotonic_ns = Get<uint64_t>(in, 24);
-  h->start_realtime_ns = Get<uint64_t>(in, 32);
+  h->pid = GetField<uint32_t>(in, 20);
+  h->start_monotonic_ns = GetField<uint64_t>(in, 24);
+  h->start_realtime_ns = GetField<uint64_t>(in, 32);
   return true;
 }
 
