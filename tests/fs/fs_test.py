@@ -15,9 +15,7 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
-import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
@@ -426,33 +424,8 @@ def main():
         return 1
     tests = [(n, f) for n, f in sorted(globals().items())
              if n.startswith("test_") and ARGS.k in n]
-    failures = 0
-    with tempfile.TemporaryDirectory(prefix="pacsetfs-test-") as top:
-        train_models(top)
-        for name, fn in tests:
-            tmp = tempfile.mkdtemp(prefix=name[:40] + "-", dir=top)
-            env = TestEnv(tmp)
-            signal.signal(signal.SIGALRM, lambda *a: (_ for _ in ()).throw(TimeoutError(name)))
-            signal.alarm(ARGS.timeout)
-            t = time.time()
-            try:
-                fn(env)
-                print(f"PASS {name} ({time.time() - t:.1f} s)")
-            except BaseException as e:  # noqa: B902 - report everything, keep going
-                failures += 1
-                print(f"FAIL {name}: {e}")
-                traceback.print_exc()
-            finally:
-                signal.alarm(0)
-                env.close()
-                # Nothing of ours may stay mounted.
-                with open("/proc/self/mounts") as f:
-                    for line in f:
-                        if tmp in line.split()[1]:
-                            subprocess.run(["umount", "-l", line.split()[1]])
-    print(f"{len(tests) - failures} of {len(tests)} filesystem tests passed")
-    return 1 if failures else 0
-
+    return fslib.run_tests(tests, train_models, TestEnv, "filesystem", ARGS.timeout,
+                           "pacsetfs-test-")
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -169,3 +169,37 @@ def read_trace(path):
                            "flags": struct.unpack_from("<H", r, 2)[0], "forest": forest,
                            "time": time_ns, "gen": gen, "block": block, "pid": pid})
     return names, events
+
+
+def run_tests(tests, prepare, make_env, label, timeout, top_prefix):
+    """Runs (name, fn) tests one by one, each in its own temp dir with a time
+    limit; whatever happens, nothing under that dir stays mounted. Returns the
+    exit status (1 if any test failed)."""
+    import tempfile
+    import traceback
+    failures = 0
+    with tempfile.TemporaryDirectory(prefix=top_prefix) as top:
+        prepare(top)
+        for name, fn in tests:
+            tmp = tempfile.mkdtemp(prefix=name[:40] + "-", dir=top)
+            env = make_env(tmp)
+            signal.signal(signal.SIGALRM, lambda *a: (_ for _ in ()).throw(TimeoutError(name)))
+            signal.alarm(timeout)
+            t = time.time()
+            try:
+                fn(env)
+                print(f"PASS {name} ({time.time() - t:.1f} s)")
+            except BaseException as e:  # noqa: B902 - report everything, keep going
+                failures += 1
+                print(f"FAIL {name}: {e}")
+                traceback.print_exc()
+            finally:
+                signal.alarm(0)
+                if hasattr(env, "close"):
+                    env.close()
+                with open("/proc/self/mounts") as f:
+                    for line in f:
+                        if tmp in line.split()[1]:
+                            subprocess.run(["umount", "-l", line.split()[1]])
+    print(f"{len(tests) - failures} of {len(tests)} {label} tests passed")
+    return 1 if failures else 0

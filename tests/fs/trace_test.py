@@ -11,15 +11,13 @@ import json
 import os
 import re
 import signal
-import subprocess
 import sys
-import tempfile
 import time
-import traceback
 import xml.etree.ElementTree as ET
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
+import fslib  # noqa: E402
 from fslib import Mount, run  # noqa: E402
 
 ARGS = None
@@ -236,30 +234,8 @@ def main():
         print("FAIL: these tests need root and /dev/fuse")
         return 1
     tests = [(n, f) for n, f in sorted(globals().items()) if n.startswith("test_") and ARGS.k in n]
-    failures = 0
-    with tempfile.TemporaryDirectory(prefix="pacset-trace-test-") as top:
-        prepare(top)
-        for name, fn in tests:
-            tmp = tempfile.mkdtemp(prefix=name[:40] + "-", dir=top)
-            signal.signal(signal.SIGALRM, lambda *a: (_ for _ in ()).throw(TimeoutError(name)))
-            signal.alarm(ARGS.timeout)
-            t = time.time()
-            try:
-                fn(tmp)
-                print(f"PASS {name} ({time.time() - t:.1f} s)")
-            except BaseException as e:  # noqa: B902 - report everything, keep going
-                failures += 1
-                print(f"FAIL {name}: {e}")
-                traceback.print_exc()
-            finally:
-                signal.alarm(0)
-                with open("/proc/self/mounts") as f:
-                    for line in f:
-                        if tmp in line.split()[1]:
-                            subprocess.run(["umount", "-l", line.split()[1]])
-    print(f"{len(tests) - failures} of {len(tests)} pacset-trace tests passed")
-    return 1 if failures else 0
-
+    return fslib.run_tests(tests, prepare, lambda tmp: tmp, "pacset-trace", ARGS.timeout,
+                           "pacset-trace-test-")
 
 if __name__ == "__main__":
     sys.exit(main())
