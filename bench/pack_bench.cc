@@ -27,7 +27,8 @@ double Seconds(std::chrono::steady_clock::time_point t0) {
 int main(int argc, char** argv) {
   uint64_t max_nodes = 16u << 20;
   for (int i = 1; i + 1 < argc; ++i)
-    if (std::strcmp(argv[i], "--max-nodes") == 0) max_nodes = std::strtoull(argv[i + 1], nullptr, 10);
+    if (std::strcmp(argv[i], "--max-nodes") == 0)
+      max_nodes = std::strtoull(argv[i + 1], nullptr, 10);
   std::printf("%12s %-10s %10s %10s %12s %14s\n", "nodes", "layout", "layout s", "encode s",
               "Mnodes/s", "vs memcpy");
   for (uint64_t target = 1u << 20; target <= max_nodes; target *= 4) {

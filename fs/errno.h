@@ -12,17 +12,24 @@ namespace pacset {
 // file sees that as SIGBUS.
 inline int StatusToErrno(const Status& s) {
   switch (s.code()) {
-    case StatusCode::kOk: return 0;
-    case StatusCode::kNotFound: return ENOENT;
-    case StatusCode::kInvalidArgument: return EINVAL;
-    case StatusCode::kNotSupported: return ENOTSUP;
-    case StatusCode::kAlreadyExists: return EEXIST;
-    case StatusCode::kResourceExhausted: return ENOMEM;
+    case StatusCode::kOk:
+      return 0;
+    case StatusCode::kNotFound:
+      return ENOENT;
+    case StatusCode::kInvalidArgument:
+      return EINVAL;
+    case StatusCode::kNotSupported:
+      return ENOTSUP;
+    case StatusCode::kAlreadyExists:
+      return EEXIST;
+    case StatusCode::kResourceExhausted:
+      return ENOMEM;
     case StatusCode::kCorruption:
     case StatusCode::kIOError:
     case StatusCode::kUnavailable:
     case StatusCode::kDeadlineExceeded:
-    case StatusCode::kInternal: return EIO;
+    case StatusCode::kInternal:
+      return EIO;
   }
   return EIO;
 }

@@ -82,9 +82,9 @@ struct ForestInode {
   std::string name;
   uint32_t forest_id = 0;  // for the block cache
   ForestInfo info;
-  uint64_t nlookup = 0;    // guarded by mu_
-  int64_t opens = 0;       // guarded by mu_
-  bool pinned = false;     // guarded by mu_
+  uint64_t nlookup = 0;  // guarded by mu_
+  int64_t opens = 0;     // guarded by mu_
+  bool pinned = false;   // guarded by mu_
   std::shared_ptr<ForestStats> stats;
 };
 
@@ -152,9 +152,12 @@ class PacsetFs {
     e.attr_timeout = kAttrTimeout;
     e.entry_timeout = kEntryTimeout;
     if (parent == kCtlDirIno) {
-      if (std::strcmp(name, "stats") == 0) e.ino = kStatsIno;
-      else if (std::strcmp(name, "control") == 0) e.ino = kControlIno;
-      else return (void)fuse_reply_err(req, ENOENT);
+      if (std::strcmp(name, "stats") == 0)
+        e.ino = kStatsIno;
+      else if (std::strcmp(name, "control") == 0)
+        e.ino = kControlIno;
+      else
+        return (void)fuse_reply_err(req, ENOENT);
       e.entry_timeout = e.attr_timeout = 3600;
       FillAttr(e.ino, nullptr, &e.attr);
       return (void)fuse_reply_entry(req, &e);
@@ -473,8 +476,9 @@ class PacsetFs {
         Log(LOG_ERR, "forest '%s' block %llu: giving up after %d ms: %s", f.name.c_str(),
             static_cast<unsigned long long>(block), opts_.store_timeout_ms, s.ToString().c_str());
         const auto quiet = std::chrono::milliseconds(std::min(opts_.store_timeout_ms, 1000));
-        store_down_until_.store((std::chrono::steady_clock::now() + quiet).time_since_epoch().count(),
-                                std::memory_order_relaxed);
+        store_down_until_.store(
+            (std::chrono::steady_clock::now() + quiet).time_since_epoch().count(),
+            std::memory_order_relaxed);
         return Status::DeadlineExceeded(s.ToString());
       }
       f.stats->store_retries.fetch_add(1, std::memory_order_relaxed);
@@ -503,8 +507,12 @@ class PacsetFs {
           f.stats->fetch_latency.Add(fetch_ns);
         }
         break;
-      case BlockCache::Source::kCache: f.stats->cache_hits.fetch_add(1, std::memory_order_relaxed); break;
-      case BlockCache::Source::kJoined: f.stats->joined.fetch_add(1, std::memory_order_relaxed); break;
+      case BlockCache::Source::kCache:
+        f.stats->cache_hits.fetch_add(1, std::memory_order_relaxed);
+        break;
+      case BlockCache::Source::kJoined:
+        f.stats->joined.fetch_add(1, std::memory_order_relaxed);
+        break;
     }
     return r;
   }
@@ -515,13 +523,13 @@ class PacsetFs {
     if (!trace) return;
     TraceRecord r;
     r.type = TraceRecordType::kBlockAccess;
-    r.source = prefetch ? TraceSource::kPrefetch
+    r.source = prefetch                            ? TraceSource::kPrefetch
                : src == BlockCache::Source::kStore ? TraceSource::kStore
                : src == BlockCache::Source::kCache ? TraceSource::kCache
                                                    : TraceSource::kJoined;
     r.flags = ok ? 0 : kTraceFlagError;
-    r.forest = trace->Forest({f.name, f.info.generation, f.info.block_size, f.info.block_count,
-                              f.info.header_checksum});
+    r.forest = trace->Forest(
+        {f.name, f.info.generation, f.info.block_size, f.info.block_count, f.info.header_checksum});
     trace->NoteThread(pid);
     r.time_ns = NowNs();
     r.generation = f.info.generation;
@@ -543,7 +551,8 @@ class PacsetFs {
       for (auto& info : list) next[info.name] = info;
       for (const auto& [name, info] : next) {
         auto it = catalog_.find(name);
-        if (it == catalog_.end() || it->second.generation != info.generation) changed.push_back(name);
+        if (it == catalog_.end() || it->second.generation != info.generation)
+          changed.push_back(name);
       }
       for (const auto& [name, info] : catalog_)
         if (!next.count(name)) changed.push_back(name);
@@ -607,7 +616,8 @@ class PacsetFs {
     if (!b0.ok()) return;
     auto h = PacHeader::DecodeFrom((*b0)->data(), f->info.block_size - kBlockTrailerSize, f->name);
     if (!h.ok()) return;
-    const uint64_t n = std::min<uint64_t>(h->node_first_block + h->bin_block_count, f->info.block_count);
+    const uint64_t n =
+        std::min<uint64_t>(h->node_first_block + h->bin_block_count, f->info.block_count);
     for (uint64_t b = 0; b < n; ++b) {
       const uint64_t t0 = NowNs();
       auto d = GetBlock(*f, b, &src);
@@ -695,8 +705,9 @@ class PacsetFs {
       Log(LOG_INFO, "tracing stopped");
       return s;
     }
-    return Status::InvalidArgument("unknown control command '" + cmd +
-                                   "' (expected: drop NAME, drop *, trace start /PATH, trace stop)");
+    return Status::InvalidArgument(
+        "unknown control command '" + cmd +
+        "' (expected: drop NAME, drop *, trace start /PATH, trace stop)");
   }
 
   std::string StatsJson() {
@@ -707,9 +718,8 @@ class PacsetFs {
     };
     if (auto trace = Trace()) {
       std::lock_guard<std::mutex> lock(mu_);
-      extra["trace"] = {{"path", trace_path_},
-                        {"written", trace->written()},
-                        {"dropped", trace->dropped()}};
+      extra["trace"] = {
+          {"path", trace_path_}, {"written", trace->written()}, {"dropped", trace->dropped()}};
     }
     return stats_.ToJson(extra.dump());
   }
@@ -745,7 +755,9 @@ PacsetFs* FsOf(fuse_req_t req) { return static_cast<PacsetFs*>(fuse_req_userdata
 const fuse_lowlevel_ops kOps = [] {
   fuse_lowlevel_ops ops;
   std::memset(&ops, 0, sizeof(ops));
-  ops.init = [](void* userdata, fuse_conn_info* conn) { static_cast<PacsetFs*>(userdata)->Init(conn); };
+  ops.init = [](void* userdata, fuse_conn_info* conn) {
+    static_cast<PacsetFs*>(userdata)->Init(conn);
+  };
   ops.lookup = [](fuse_req_t req, fuse_ino_t parent, const char* name) {
     FsOf(req)->Lookup(req, parent, name);
   };
@@ -757,11 +769,15 @@ const fuse_lowlevel_ops kOps = [] {
     for (size_t i = 0; i < count; ++i) FsOf(req)->Forget(forgets[i].ino, forgets[i].nlookup);
     fuse_reply_none(req);
   };
-  ops.getattr = [](fuse_req_t req, fuse_ino_t ino, fuse_file_info*) { FsOf(req)->GetAttr(req, ino); };
+  ops.getattr = [](fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
+    FsOf(req)->GetAttr(req, ino);
+  };
   ops.readdir = [](fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*) {
     FsOf(req)->ReadDir(req, ino, size, off);
   };
-  ops.open = [](fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) { FsOf(req)->Open(req, ino, fi); };
+  ops.open = [](fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+    FsOf(req)->Open(req, ino, fi);
+  };
   ops.release = [](fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     FsOf(req)->Release(req, ino, fi);
   };
@@ -801,12 +817,17 @@ int RunCommand(const std::vector<std::string>& args) {
 // path is still an error rather than a new store somewhere unexpected).
 bool LocalStoreParentExists(const std::string& uri) {
   std::string path;
-  if (uri.rfind("rocksdb:", 0) == 0) path = uri.substr(8);
-  else if (uri.rfind("dir:", 0) == 0) path = uri.substr(4);
-  else return false;
+  if (uri.rfind("rocksdb:", 0) == 0)
+    path = uri.substr(8);
+  else if (uri.rfind("dir:", 0) == 0)
+    path = uri.substr(4);
+  else
+    return false;
   while (path.size() > 1 && path.back() == '/') path.pop_back();
   const size_t slash = path.rfind('/');
-  const std::string parent = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  const std::string parent = slash == std::string::npos ? "."
+                             : slash == 0               ? "/"
+                                                        : path.substr(0, slash);
   struct stat st;
   return !path.empty() && stat(parent.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
@@ -814,10 +835,10 @@ bool LocalStoreParentExists(const std::string& uri) {
 }  // namespace
 
 Status ParseMountOptionString(const std::string& list, MountOptions* o) {
-  static const char* kIgnored[] = {"dev",  "nodev",    "suid",     "nosuid", "exec",  "noexec",
-                                   "ro",   "rw",       "defaults", "auto",   "noauto", "user",
-                                   "users", "nofail",  "_netdev",  "atime",  "noatime", "relatime",
-                                   "async", "sync",    "nouser",   "owner",  "group"};
+  static const char* kIgnored[] = {"dev",   "nodev",  "suid",     "nosuid", "exec",    "noexec",
+                                   "ro",    "rw",     "defaults", "auto",   "noauto",  "user",
+                                   "users", "nofail", "_netdev",  "atime",  "noatime", "relatime",
+                                   "async", "sync",   "nouser",   "owner",  "group"};
   size_t pos = 0;
   while (pos <= list.size()) {
     size_t c = list.find(',', pos);
@@ -833,10 +854,14 @@ Status ParseMountOptionString(const std::string& list, MountOptions* o) {
       unsigned long long v = std::strtoull(val.c_str(), &end, 10);
       uint64_t mult = 1;
       std::string suffix = end ? end : "";
-      if (suffix == "K" || suffix == "KiB" || suffix == "k") mult = 1024;
-      else if (suffix == "M" || suffix == "MiB") mult = 1 << 20;
-      else if (suffix == "G" || suffix == "GiB") mult = 1ull << 30;
-      else if (!suffix.empty()) return Status::InvalidArgument("option " + key + ": '" + val + "' is not a number");
+      if (suffix == "K" || suffix == "KiB" || suffix == "k")
+        mult = 1024;
+      else if (suffix == "M" || suffix == "MiB")
+        mult = 1 << 20;
+      else if (suffix == "G" || suffix == "GiB")
+        mult = 1ull << 30;
+      else if (!suffix.empty())
+        return Status::InvalidArgument("option " + key + ": '" + val + "' is not a number");
       if (val.empty()) return Status::InvalidArgument("option " + key + " needs a value");
       *out = v * mult;
       return Status::Ok();
@@ -960,8 +985,10 @@ Status RunMount(const MountOptions& in) {
   std::unique_ptr<TraceWriter> trace;
   if (store.ok() && !opts.trace_path.empty()) {
     auto t = TraceWriter::Open(opts.trace_path, opts.trace_queue_records);
-    if (t.ok()) trace = std::move(t).value();
-    else status = t.status();
+    if (t.ok())
+      trace = std::move(t).value();
+    else
+      status = t.status();
   }
   if (!store.ok()) status = store.status();
   if (status.ok()) status = fs->Start(std::move(store).value(), std::move(trace));
@@ -1003,7 +1030,8 @@ Status Unmount(const std::string& mountpoint) {
 Status DropCaches(const std::string& mountpoint, const std::string& name) {
   const std::string path = mountpoint + "/" + kCtlDirName + "/control";
   std::ofstream out(path);
-  if (!out) return Status::FromErrno("cannot open " + path + " (is a pacsetfs mounted there?)", errno);
+  if (!out)
+    return Status::FromErrno("cannot open " + path + " (is a pacsetfs mounted there?)", errno);
   out << "drop " << (name.empty() ? "*" : name) << "\n";
   out.flush();
   if (!out) {

@@ -28,19 +28,19 @@ namespace pacset {
 
 struct MountOptions {
   std::string mountpoint;
-  std::string store_uri;           // empty: DefaultStoreUri()
+  std::string store_uri;  // empty: DefaultStoreUri()
   bool foreground = false;
-  bool debug = false;              // libfuse request log (implies foreground)
+  bool debug = false;  // libfuse request log (implies foreground)
   bool allow_other = false;
-  bool auto_unmount = true;        // unmount when the daemon dies
-  size_t cache_bytes = 256u << 20; // daemon block cache bound
-  std::string trace_path;          // block-access log; empty: none
+  bool auto_unmount = true;         // unmount when the daemon dies
+  size_t cache_bytes = 256u << 20;  // daemon block cache bound
+  std::string trace_path;           // block-access log; empty: none
   size_t trace_queue_records = 1 << 16;
-  int store_timeout_ms = 10000;    // deadline for one block fetch, retries included
-  int catalog_refresh_ms = 500;    // how often to look for new generations
-  bool push_blocks = true;         // push fetched blocks whole into the page cache
-  bool prefetch_bins = false;      // at open, fetch metadata and bin blocks ahead
-  uint32_t max_readahead = 0;      // kernel readahead in bytes (0: exact page faults)
+  int store_timeout_ms = 10000;  // deadline for one block fetch, retries included
+  int catalog_refresh_ms = 500;  // how often to look for new generations
+  bool push_blocks = true;       // push fetched blocks whole into the page cache
+  bool prefetch_bins = false;    // at open, fetch metadata and bin blocks ahead
+  uint32_t max_readahead = 0;    // kernel readahead in bytes (0: exact page faults)
   int max_threads = 16;
 };
 

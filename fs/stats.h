@@ -30,15 +30,15 @@ class LatencyHistogram {
 struct ForestStats {
   std::atomic<uint64_t> generation{0};
   std::atomic<uint64_t> opens{0};
-  std::atomic<uint64_t> reads{0};           // read requests from the kernel
+  std::atomic<uint64_t> reads{0};  // read requests from the kernel
   std::atomic<uint64_t> read_bytes{0};
   std::atomic<uint64_t> blocks_fetched{0};  // from the store
   std::atomic<uint64_t> fetched_bytes{0};
-  std::atomic<uint64_t> cache_hits{0};      // served from the daemon cache
-  std::atomic<uint64_t> joined{0};          // waited for a fetch under way
+  std::atomic<uint64_t> cache_hits{0};  // served from the daemon cache
+  std::atomic<uint64_t> joined{0};      // waited for a fetch under way
   std::atomic<uint64_t> prefetched{0};
-  std::atomic<uint64_t> pushed{0};          // blocks pushed into the page cache
-  std::atomic<uint64_t> errors{0};          // reads answered with an error
+  std::atomic<uint64_t> pushed{0};  // blocks pushed into the page cache
+  std::atomic<uint64_t> errors{0};  // reads answered with an error
   std::atomic<uint64_t> corrupt_blocks{0};
   std::atomic<uint64_t> store_retries{0};
   LatencyHistogram fetch_latency;

@@ -12,10 +12,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data) + 1, size - 1);
   pacset::StatusOr<pacset::Forest> f = pacset::Status::InvalidArgument("");
   switch (data[0] % 4) {
-    case 0: f = pacset::ImportXgboostJson(text, "fuzz.json"); break;
-    case 1: f = pacset::ImportXgboostUbjson(text, "fuzz.ubj"); break;
-    case 2: f = pacset::ImportSklearnJson(text, "fuzz.json"); break;
-    case 3: f = pacset::ImportLightgbmText(text, "fuzz.txt"); break;
+    case 0:
+      f = pacset::ImportXgboostJson(text, "fuzz.json");
+      break;
+    case 1:
+      f = pacset::ImportXgboostUbjson(text, "fuzz.ubj");
+      break;
+    case 2:
+      f = pacset::ImportSklearnJson(text, "fuzz.json");
+      break;
+    case 3:
+      f = pacset::ImportLightgbmText(text, "fuzz.txt");
+      break;
   }
   if (!f.ok()) return 0;
   if (!f->Validate().ok()) __builtin_trap();  // importers must only return valid forests

@@ -97,7 +97,8 @@ template <typename NodeT, bool kF32Input, typename Acc, int kMode>
 Status PacEngine::Run(const RowMatrix& rows, size_t begin, size_t end, bool margin, double* out,
                       int32_t* leaves, std::vector<uint64_t>* trace) const {
   const PacHeader& h = file_->header();
-  constexpr size_t kBlockRows = kMode == kHooked ? 1 : 16;  // measured: 8..32 within 5%  // 16 rows of features stay in L1/L2
+  constexpr size_t kBlockRows =
+      kMode == kHooked ? 1 : 16;  // measured: 8..32 within 5%  // 16 rows of features stay in L1/L2
   // Buffers live in this frame, outside the region a SIGBUS can jump out of.
   std::vector<Acc> acc(kBlockRows * h.num_outputs);
   std::vector<float> x32(kF32Input ? kBlockRows * h.num_features : 0);
@@ -121,9 +122,9 @@ Status PacEngine::Corrupt(uint64_t tree, const std::string& what) const {
 // that land on a block trailer read harmless in-bounds bytes; the checks on
 // the next step still hold, so no test for that is needed here.
 template <typename NodeT, bool kF32Input, typename Acc, int kMode, size_t kBlockRows>
-Status PacEngine::RunLoop(const RowMatrix& rows, size_t begin, size_t end, bool margin,
-                          double* out, int32_t* leaves, std::vector<uint64_t>* trace, Acc* acc,
-                          float* x32, double* margins) const {
+Status PacEngine::RunLoop(const RowMatrix& rows, size_t begin, size_t end, bool margin, double* out,
+                          int32_t* leaves, std::vector<uint64_t>* trace, Acc* acc, float* x32,
+                          double* margins) const {
   using V = ViewOf<NodeT>;
   constexpr uint64_t kNodeUnits = sizeof(NodeT) / kUnit;
   const PacHeader& h = file_->header();
@@ -209,7 +210,8 @@ Status PacEngine::RunLoop(const RowMatrix& rows, size_t begin, size_t end, bool 
             }
             return true;
           }
-          case RefKind::kNode: break;
+          case RefKind::kNode:
+            break;
         }
         return false;
       };
@@ -244,14 +246,17 @@ Status PacEngine::RunLoop(const RowMatrix& rows, size_t begin, size_t end, bool 
           for (int j = 0; j < 4 && ok; ++j) {
             uint32_t s2 = steps;
             while (ok && k[j] == kNodeKind) {
-              if (__builtin_expect(r[j] - lo >= span || ++s2 > max_steps, 0)) ok = false;
-              else ok = step(r[j], k[j], xf[j], xd[j]);
+              if (__builtin_expect(r[j] - lo >= span || ++s2 > max_steps, 0))
+                ok = false;
+              else
+                ok = step(r[j], k[j], xf[j], xd[j]);
             }
           }
           for (int j = 0; j < 4 && ok; ++j) ok = add_leaf(i + j, r[j], k[j]);
           if (__builtin_expect(!ok, 0))
-            return Corrupt(t, "has a reference outside the node region, a cycle, a feature or "
-                              "class out of range");
+            return Corrupt(t,
+                           "has a reference outside the node region, a cycle, a feature or "
+                           "class out of range");
         }
         for (; i + 1 < nrows; i += 2) {
           uint64_t ra = tr.root, rb = tr.root;
@@ -270,16 +275,21 @@ Status PacEngine::RunLoop(const RowMatrix& rows, size_t begin, size_t end, bool 
             if (__builtin_expect(!ok, 0)) break;
           }
           while (ok && ka == kNodeKind) {
-            if (__builtin_expect(ra - lo >= span || ++steps > max_steps, 0)) ok = false;
-            else ok = step(ra, ka, xa, da);
+            if (__builtin_expect(ra - lo >= span || ++steps > max_steps, 0))
+              ok = false;
+            else
+              ok = step(ra, ka, xa, da);
           }
           while (ok && kb == kNodeKind) {
-            if (__builtin_expect(rb - lo >= span || ++steps > max_steps, 0)) ok = false;
-            else ok = step(rb, kb, xb, db);
+            if (__builtin_expect(rb - lo >= span || ++steps > max_steps, 0))
+              ok = false;
+            else
+              ok = step(rb, kb, xb, db);
           }
           if (__builtin_expect(!ok || !add_leaf(i, ra, ka) || !add_leaf(i + 1, rb, kb), 0))
-            return Corrupt(t, "has a reference outside the node region, a cycle, a feature or "
-                              "class out of range");
+            return Corrupt(t,
+                           "has a reference outside the node region, a cycle, a feature or "
+                           "class out of range");
         }
       }
       for (; i < nrows; ++i) {
@@ -373,7 +383,8 @@ Status PacEngine::Dispatch(const RowMatrix& rows, size_t begin, size_t end, bool
 
 Status PacEngine::Predict(const RowMatrix& rows, size_t begin, size_t end, bool margin,
                           double* out) const {
-  if (options_.verify_blocks) return Dispatch<kHooked>(rows, begin, end, margin, out, nullptr, nullptr);
+  if (options_.verify_blocks)
+    return Dispatch<kHooked>(rows, begin, end, margin, out, nullptr, nullptr);
   return Dispatch<kFast>(rows, begin, end, margin, out, nullptr, nullptr);
 }
 
@@ -389,8 +400,8 @@ Status PacEngine::PredictAll(const RowMatrix& rows, bool margin, int threads,
 Status PacEngine::PredictLeaves(const RowMatrix& rows, int threads,
                                 std::vector<int32_t>* out) const {
   if (!file_->has_leaf_ids())
-    return Status::NotSupported(file_->name() +
-                                ": packed without leaf ids; repack without --no-leaf-ids to use --leaf");
+    return Status::NotSupported(
+        file_->name() + ": packed without leaf ids; repack without --no-leaf-ids to use --leaf");
   const uint64_t T = num_trees();
   out->assign(rows.num_rows * T, 0);
   return ParallelChunks(rows.num_rows, threads, [&](size_t b, size_t e) {

@@ -55,7 +55,8 @@ class PacEngine {
   // out[(r - begin) * num_columns(margin) ...].
   Status Predict(const RowMatrix& rows, size_t begin, size_t end, bool margin, double* out) const;
   // The whole matrix with `threads` threads; out is resized.
-  Status PredictAll(const RowMatrix& rows, bool margin, int threads, std::vector<double>* out) const;
+  Status PredictAll(const RowMatrix& rows, bool margin, int threads,
+                    std::vector<double>* out) const;
 
   // Library leaf ids per tree (needs the file's leaf-id section).
   Status PredictLeaves(const RowMatrix& rows, int threads, std::vector<int32_t>* out) const;

@@ -49,11 +49,21 @@ class ForestLayout : public LayoutPolicy {
       for (size_t t = 0; t < f.num_trees(); ++t) roots[t].push_back(f.tree_offset[t]);
     }
     switch (order_) {
-      case Order::kBfs: PlaceBfs(in, filler, p, roots); break;
-      case Order::kDfs: PlaceDfs(in, filler, p, roots, /*weighted=*/false); break;
-      case Order::kWdfs: PlaceDfs(in, filler, p, roots, /*weighted=*/true); break;
-      case Order::kBlockWdfs: PlaceBlockAligned(in, filler, p, roots, false); break;
-      case Order::kBlockBestFirst: PlaceBlockAligned(in, filler, p, roots, true); break;
+      case Order::kBfs:
+        PlaceBfs(in, filler, p, roots);
+        break;
+      case Order::kDfs:
+        PlaceDfs(in, filler, p, roots, /*weighted=*/false);
+        break;
+      case Order::kWdfs:
+        PlaceDfs(in, filler, p, roots, /*weighted=*/true);
+        break;
+      case Order::kBlockWdfs:
+        PlaceBlockAligned(in, filler, p, roots, false);
+        break;
+      case Order::kBlockBestFirst:
+        PlaceBlockAligned(in, filler, p, roots, true);
+        break;
     }
     p.node_blocks = filler.blocks_used();
     return p;
@@ -127,7 +137,8 @@ class ForestLayout : public LayoutPolicy {
         for (size_t u = first; u < t; ++u)
           for (uint64_t g : levels[u][d]) Put(in, filler, p, g);
       ++p.num_bins;
-      p.max_trees_per_bin = std::max<uint32_t>(p.max_trees_per_bin, static_cast<uint32_t>(t - first));
+      p.max_trees_per_bin =
+          std::max<uint32_t>(p.max_trees_per_bin, static_cast<uint32_t>(t - first));
     }
   }
 
@@ -263,15 +274,24 @@ class ForestLayout : public LayoutPolicy {
 
 std::unique_ptr<LayoutPolicy> MakeLayoutPolicy(LayoutKind kind) {
   switch (kind) {
-    case LayoutKind::kBfs: return std::make_unique<ForestLayout>(Order::kBfs, false);
-    case LayoutKind::kDfs: return std::make_unique<ForestLayout>(Order::kDfs, false);
-    case LayoutKind::kWdfs: return std::make_unique<ForestLayout>(Order::kWdfs, false);
-    case LayoutKind::kBlockWdfs: return std::make_unique<ForestLayout>(Order::kBlockWdfs, false);
-    case LayoutKind::kBinBfs: return std::make_unique<ForestLayout>(Order::kBfs, true);
-    case LayoutKind::kBinDfs: return std::make_unique<ForestLayout>(Order::kDfs, true);
-    case LayoutKind::kBinWdfs: return std::make_unique<ForestLayout>(Order::kWdfs, true);
-    case LayoutKind::kBinBlockWdfs: return std::make_unique<ForestLayout>(Order::kBlockWdfs, true);
-    case LayoutKind::kPacset: return std::make_unique<ForestLayout>(Order::kBlockBestFirst, true);
+    case LayoutKind::kBfs:
+      return std::make_unique<ForestLayout>(Order::kBfs, false);
+    case LayoutKind::kDfs:
+      return std::make_unique<ForestLayout>(Order::kDfs, false);
+    case LayoutKind::kWdfs:
+      return std::make_unique<ForestLayout>(Order::kWdfs, false);
+    case LayoutKind::kBlockWdfs:
+      return std::make_unique<ForestLayout>(Order::kBlockWdfs, false);
+    case LayoutKind::kBinBfs:
+      return std::make_unique<ForestLayout>(Order::kBfs, true);
+    case LayoutKind::kBinDfs:
+      return std::make_unique<ForestLayout>(Order::kDfs, true);
+    case LayoutKind::kBinWdfs:
+      return std::make_unique<ForestLayout>(Order::kWdfs, true);
+    case LayoutKind::kBinBlockWdfs:
+      return std::make_unique<ForestLayout>(Order::kBlockWdfs, true);
+    case LayoutKind::kPacset:
+      return std::make_unique<ForestLayout>(Order::kBlockBestFirst, true);
   }
   return nullptr;
 }

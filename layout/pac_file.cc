@@ -103,8 +103,8 @@ Status PacFile::Init() {
     return Status::Corruption(name_ + ": metadata sections overlap the node region");
   }
   trees_.resize(h.num_trees);
-  const uint32_t record_bytes = static_cast<uint32_t>(
-      (8ull * h.leaf_width + kUnit - 1) / kUnit * kUnit);
+  const uint32_t record_bytes =
+      static_cast<uint32_t>((8ull * h.leaf_width + kUnit - 1) / kUnit * kUnit);
   const uint32_t node_bytes = h.node_format == 0 ? sizeof(CompactNode) : sizeof(WideNode);
   Status bad;
   for (uint64_t t = 0; t < h.num_trees && bad.ok(); ++t) {
@@ -134,8 +134,7 @@ Status PacFile::Init() {
   for (double b : base_score_)
     if (std::isnan(b)) return Status::Corruption(name_ + ": base score is NaN");
   if (const SectionEntry* li = h.FindSection(SectionType::kLeafIds)) {
-    if (li->record_size == 8 &&
-        li->count >= h.node_block_count * (h.payload_size() / kUnit))
+    if (li->record_size == 8 && li->count >= h.node_block_count * (h.payload_size() / kUnit))
       leaf_ids_ = li;
   }
   return Status::Ok();

@@ -9,15 +9,24 @@ namespace pacset {
 
 const char* LayoutKindName(LayoutKind k) {
   switch (k) {
-    case LayoutKind::kBfs: return "bfs";
-    case LayoutKind::kDfs: return "dfs";
-    case LayoutKind::kWdfs: return "wdfs";
-    case LayoutKind::kBlockWdfs: return "block-wdfs";
-    case LayoutKind::kBinBfs: return "bin-bfs";
-    case LayoutKind::kBinDfs: return "bin-dfs";
-    case LayoutKind::kBinWdfs: return "bin-wdfs";
-    case LayoutKind::kPacset: return "pacset";
-    case LayoutKind::kBinBlockWdfs: return "bin-block-wdfs";
+    case LayoutKind::kBfs:
+      return "bfs";
+    case LayoutKind::kDfs:
+      return "dfs";
+    case LayoutKind::kWdfs:
+      return "wdfs";
+    case LayoutKind::kBlockWdfs:
+      return "block-wdfs";
+    case LayoutKind::kBinBfs:
+      return "bin-bfs";
+    case LayoutKind::kBinDfs:
+      return "bin-dfs";
+    case LayoutKind::kBinWdfs:
+      return "bin-wdfs";
+    case LayoutKind::kPacset:
+      return "pacset";
+    case LayoutKind::kBinBlockWdfs:
+      return "bin-block-wdfs";
   }
   return "?";
 }
@@ -45,8 +54,9 @@ void PacHeader::EncodeTo(char* dst) {
   PutField<uint32_t>(dst, 16, block_size);
   PutField<uint32_t>(dst, 20, static_cast<uint32_t>(sections.size()));
   PutField<uint64_t>(dst, 24, block_count);
-  const uint8_t bytes[8] = {task, postprocess, aggregation, input_precision,
-                            accumulate_precision, node_format, layout, cardinality_source};
+  const uint8_t bytes[8] = {
+      task,        postprocess, aggregation,       input_precision, accumulate_precision,
+      node_format, layout,      cardinality_source};
   std::memcpy(dst + 32, bytes, 8);
   PutField<uint32_t>(dst, 40, num_features);
   PutField<uint32_t>(dst, 44, num_outputs);
@@ -79,7 +89,8 @@ void PacHeader::EncodeTo(char* dst) {
 StatusOr<PacHeader> PacHeader::DecodeFrom(const char* src, size_t avail, const std::string& what) {
   auto bad = [&](const std::string& m) { return Status::Corruption(what + ": " + m); };
   if (avail < kFixedHeaderSize + 8) return bad("too short to be a .pac file");
-  if (std::memcmp(src, kPacMagic, 8) != 0) return Status::InvalidArgument(what + ": not a .pac file");
+  if (std::memcmp(src, kPacMagic, 8) != 0)
+    return Status::InvalidArgument(what + ": not a .pac file");
   PacHeader h;
   h.version = GetField<uint32_t>(src, 8);
   if (h.version != kPacVersion)
@@ -94,7 +105,8 @@ StatusOr<PacHeader> PacHeader::DecodeFrom(const char* src, size_t avail, const s
     return bad("header checksum mismatch");
   h.checksum = GetField<uint64_t>(src, size - 8);
   if (!IsValidBlockSize(h.block_size))
-    return bad("block size " + std::to_string(h.block_size) + " is not a power of two in 4 KiB..1 MiB");
+    return bad("block size " + std::to_string(h.block_size) +
+               " is not a power of two in 4 KiB..1 MiB");
   h.block_count = GetField<uint64_t>(src, 24);
   h.task = static_cast<uint8_t>(src[32]);
   h.postprocess = static_cast<uint8_t>(src[33]);
@@ -148,9 +160,8 @@ StatusOr<PacHeader> PacHeader::DecodeFrom(const char* src, size_t avail, const s
       return bad("section " + std::to_string(i) + " starts inside a block trailer");
     if (s.count > file_bytes || SectionEnd(s, h.block_size) > file_bytes)
       return bad("section " + std::to_string(i) + " extends past the end of the file");
-    if ((s.flags & kSectionRequired) &&
-        (s.type < static_cast<uint32_t>(SectionType::kTreeTable) ||
-         s.type > static_cast<uint32_t>(SectionType::kLeafIds)))
+    if ((s.flags & kSectionRequired) && (s.type < static_cast<uint32_t>(SectionType::kTreeTable) ||
+                                         s.type > static_cast<uint32_t>(SectionType::kLeafIds)))
       return Status::NotSupported(what + ": needs section type " + std::to_string(s.type) +
                                   ", which this pacset does not know (written by a newer version)");
     h.sections.push_back(s);

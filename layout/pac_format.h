@@ -41,9 +41,10 @@ enum class NodeFormat : uint8_t {
 
 // What a child reference (or a tree's root reference) points at.
 enum class RefKind : uint8_t {
-  kNode = 0,         // an internal node at file offset ref * 16
-  kLeafRecord = 1,   // leaf_width float64 values at file offset ref * 16
-  kInlineValue = 2,  // the reference holds a float32 leaf value (bit pattern), added to the tree's group
+  kNode = 0,        // an internal node at file offset ref * 16
+  kLeafRecord = 1,  // leaf_width float64 values at file offset ref * 16
+  kInlineValue =
+      2,  // the reference holds a float32 leaf value (bit pattern), added to the tree's group
   kInlineClass = 3,  // the reference holds a class index k: adds 1.0 to output k (one-hot leaf)
 };
 
@@ -74,10 +75,10 @@ static_assert(sizeof(WideNode) == 32);
 inline constexpr uint32_t kMaxCompactFeature = (1u << 24) - 1;
 
 // One entry of the tree table section.
-struct TreeRecord {  // 16 bytes
-  uint64_t root;       // reference, interpreted by root_kind
-  uint32_t group;      // output group for kInlineValue / scalar leaf records
-  uint8_t root_kind;   // RefKind
+struct TreeRecord {   // 16 bytes
+  uint64_t root;      // reference, interpreted by root_kind
+  uint32_t group;     // output group for kInlineValue / scalar leaf records
+  uint8_t root_kind;  // RefKind
   uint8_t reserved[3];
 };
 static_assert(sizeof(TreeRecord) == 16);
@@ -85,11 +86,11 @@ static_assert(sizeof(TreeRecord) == 16);
 // Section types. Unknown optional sections are skipped by readers; an unknown
 // section with the required flag makes the file unreadable to them.
 enum class SectionType : uint32_t {
-  kTreeTable = 1,  // TreeRecord[num_trees]
-  kBaseScore = 2,  // float64[num_outputs]
-  kNodes = 3,      // the node region: nodes and leaf records (bins first)
-  kSourceInfo = 4, // UTF-8 JSON: where the model came from, layout parameters
-  kLeafIds = 5,    // u32[2] per node-region unit: library leaf ids of a node's children
+  kTreeTable = 1,   // TreeRecord[num_trees]
+  kBaseScore = 2,   // float64[num_outputs]
+  kNodes = 3,       // the node region: nodes and leaf records (bins first)
+  kSourceInfo = 4,  // UTF-8 JSON: where the model came from, layout parameters
+  kLeafIds = 5,     // u32[2] per node-region unit: library leaf ids of a node's children
 };
 inline constexpr uint32_t kSectionRequired = 1;
 
@@ -123,14 +124,14 @@ struct PacHeader {
   uint64_t num_nodes = 0;         // internal nodes stored
   uint64_t num_leaf_records = 0;  // leaves stored as records (others are inlined)
   double sigmoid_alpha = 1.0;
-  uint32_t bin_depth = 0;         // 0 for layouts without bins
+  uint32_t bin_depth = 0;  // 0 for layouts without bins
   uint32_t trees_per_bin = 0;
   uint64_t node_first_block = 0;  // node region: blocks [first, first + count)
   uint64_t node_block_count = 0;
-  uint64_t bin_block_count = 0;   // the first bin_block_count node blocks hold the bins
-  uint32_t max_depth = 0;         // deepest root-to-leaf path (edges); bounds traversals
+  uint64_t bin_block_count = 0;  // the first bin_block_count node blocks hold the bins
+  uint32_t max_depth = 0;        // deepest root-to-leaf path (edges); bounds traversals
   std::vector<SectionEntry> sections;
-  uint64_t checksum = 0;          // filled by EncodeTo, checked by DecodeFrom
+  uint64_t checksum = 0;  // filled by EncodeTo, checked by DecodeFrom
 
   uint32_t payload_size() const { return block_size - kBlockTrailerSize; }
   const SectionEntry* FindSection(SectionType t) const;

@@ -54,15 +54,15 @@ struct PackReport {
   std::string node_format_reason;  // why wide nodes were needed, "" for compact
   uint64_t file_bytes = 0;
   uint64_t block_count = 0;
-  uint64_t metadata_blocks = 0;    // header, tree table, base score, source info
-  uint64_t node_blocks = 0;        // node region (bins + residuals)
+  uint64_t metadata_blocks = 0;  // header, tree table, base score, source info
+  uint64_t node_blocks = 0;      // node region (bins + residuals)
   uint64_t bin_blocks = 0;
   uint64_t leaf_id_blocks = 0;
-  uint64_t num_nodes = 0;          // internal nodes stored
+  uint64_t num_nodes = 0;  // internal nodes stored
   uint64_t num_leaf_records = 0;
   uint64_t inlined_leaves = 0;
   uint64_t num_bins = 0;
-  uint32_t trees_per_bin = 0;      // largest bin
+  uint32_t trees_per_bin = 0;  // largest bin
   double layout_seconds = 0;
   double encode_seconds = 0;
 };

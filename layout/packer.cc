@@ -25,9 +25,9 @@ StatusOr<LayoutKind> ParseLayoutKind(const std::string& name) {
 }
 
 std::vector<LayoutKind> AllLayoutKinds() {
-  return {LayoutKind::kBfs,    LayoutKind::kDfs,    LayoutKind::kWdfs,
-          LayoutKind::kBlockWdfs, LayoutKind::kBinBfs, LayoutKind::kBinDfs,
-          LayoutKind::kBinWdfs, LayoutKind::kBinBlockWdfs, LayoutKind::kPacset};
+  return {LayoutKind::kBfs,       LayoutKind::kDfs,          LayoutKind::kWdfs,
+          LayoutKind::kBlockWdfs, LayoutKind::kBinBfs,       LayoutKind::kBinDfs,
+          LayoutKind::kBinWdfs,   LayoutKind::kBinBlockWdfs, LayoutKind::kPacset};
 }
 
 bool LayoutHasBins(LayoutKind k) {
@@ -186,8 +186,7 @@ StatusOr<Plan> MakePlan(const Forest& f, const PackOptions& o) {
   ComputeInput(f, o, NodeFormat::kCompact16, plan.in, &plan.inlined);
   plan.format_reason = o.force_wide_nodes ? "requested" : WideReason(f, plan.in);
   plan.format = plan.format_reason.empty() ? NodeFormat::kCompact16 : NodeFormat::kWide32;
-  if (plan.format == NodeFormat::kWide32)
-    ComputeInput(f, o, plan.format, plan.in, &plan.inlined);
+  if (plan.format == NodeFormat::kWide32) ComputeInput(f, o, plan.format, plan.in, &plan.inlined);
 
   PacHeader& h = plan.header;
   h.block_size = bs;
@@ -209,8 +208,10 @@ StatusOr<Plan> MakePlan(const Forest& f, const PackOptions& o) {
   for (size_t g = 0; g < f.num_nodes(); ++g) {
     if (!plan.in.reachable[g]) continue;
     max_depth = std::max(max_depth, plan.in.depth[g]);
-    if (f.left_child[g] >= 0) ++h.num_nodes;
-    else if (plan.in.kind[g] == static_cast<uint8_t>(RefKind::kLeafRecord)) ++h.num_leaf_records;
+    if (f.left_child[g] >= 0)
+      ++h.num_nodes;
+    else if (plan.in.kind[g] == static_cast<uint8_t>(RefKind::kLeafRecord))
+      ++h.num_leaf_records;
   }
   h.max_depth = max_depth;
 
@@ -244,7 +245,7 @@ StatusOr<Plan> MakePlan(const Forest& f, const PackOptions& o) {
     plan.leaf_id_blocks = 0;
     if (o.leaf_ids) {
       SectionEntry s{static_cast<uint32_t>(SectionType::kLeafIds), 0, end_block * bs,
-                     h.node_block_count * payload_units, 8, 0};
+                     h.node_block_count * payload_units,           8, 0};
       h.sections.push_back(s);
       plan.leaf_id_blocks = (SectionEnd(s, bs) - s.offset + bs - 1) / bs;
       end_block += plan.leaf_id_blocks;
@@ -272,7 +273,8 @@ void Encode(const Forest& f, Plan& plan, char* base, bool progress) {
     *kind = in.kind[g];
     switch (static_cast<RefKind>(in.kind[g])) {
       case RefKind::kNode:
-      case RefKind::kLeafRecord: return abs_unit(g);
+      case RefKind::kLeafRecord:
+        return abs_unit(g);
       case RefKind::kInlineValue: {
         const float v = static_cast<float>(f.leaf_value[g * f.leaf_width]);
         uint32_t bits;

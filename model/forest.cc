@@ -12,36 +12,48 @@ namespace pacset {
 
 const char* TaskName(Task t) {
   switch (t) {
-    case Task::kRegression: return "regression";
-    case Task::kBinaryClassification: return "binary";
-    case Task::kMulticlassClassification: return "multiclass";
+    case Task::kRegression:
+      return "regression";
+    case Task::kBinaryClassification:
+      return "binary";
+    case Task::kMulticlassClassification:
+      return "multiclass";
   }
   return "?";
 }
 
 const char* PostprocessName(Postprocess p) {
   switch (p) {
-    case Postprocess::kIdentity: return "identity";
-    case Postprocess::kSigmoid: return "sigmoid";
-    case Postprocess::kSoftmax: return "softmax";
-    case Postprocess::kClassIndex: return "class-index";
-    case Postprocess::kExponential: return "exponential";
-    case Postprocess::kSigmoidPair: return "sigmoid-pair";
+    case Postprocess::kIdentity:
+      return "identity";
+    case Postprocess::kSigmoid:
+      return "sigmoid";
+    case Postprocess::kSoftmax:
+      return "softmax";
+    case Postprocess::kClassIndex:
+      return "class-index";
+    case Postprocess::kExponential:
+      return "exponential";
+    case Postprocess::kSigmoidPair:
+      return "sigmoid-pair";
   }
   return "?";
 }
 
-const char* AggregationName(Aggregation a) {
-  return a == Aggregation::kSum ? "sum" : "mean";
-}
+const char* AggregationName(Aggregation a) { return a == Aggregation::kSum ? "sum" : "mean"; }
 
 const char* CardinalitySourceName(CardinalitySource s) {
   switch (s) {
-    case CardinalitySource::kNone: return "none";
-    case CardinalitySource::kHessian: return "hessian";
-    case CardinalitySource::kTraining: return "training";
-    case CardinalitySource::kCalibrated: return "calibrated";
-    case CardinalitySource::kTrace: return "trace";
+    case CardinalitySource::kNone:
+      return "none";
+    case CardinalitySource::kHessian:
+      return "hessian";
+    case CardinalitySource::kTraining:
+      return "training";
+    case CardinalitySource::kCalibrated:
+      return "calibrated";
+    case CardinalitySource::kTrace:
+      return "trace";
   }
   return "?";
 }
@@ -72,7 +84,8 @@ uint64_t Forest::AddTree(uint32_t group, uint32_t n) {
 Status Forest::Validate() const {
   auto bad = [](const std::string& m) { return Status::InvalidArgument("invalid forest: " + m); };
   if (num_outputs == 0) return bad("no outputs");
-  if (leaf_width != 1 && leaf_width != num_outputs) return bad("leaf width must be 1 or num_outputs");
+  if (leaf_width != 1 && leaf_width != num_outputs)
+    return bad("leaf width must be 1 or num_outputs");
   if (base_score.size() != num_outputs) return bad("base_score must have one value per output");
   if (tree_group.empty()) return bad("the forest has no trees");
   if (tree_offset.size() != tree_group.size() + 1 || tree_offset[0] != 0)
@@ -126,7 +139,8 @@ Status Forest::Validate() const {
       if (flags[g] & ~kKnownNodeFlags) return bad(where + " node has unknown flags");
       const double th = threshold[g];
       if (std::isnan(th)) return bad(where + " node " + std::to_string(i) + " has a NaN threshold");
-      if (input_precision == Precision::kFloat32 && static_cast<double>(static_cast<float>(th)) != th)
+      if (input_precision == Precision::kFloat32 &&
+          static_cast<double>(static_cast<float>(th)) != th)
         return bad(where + " node " + std::to_string(i) + " threshold is not a float32 value");
     }
   }
@@ -182,7 +196,8 @@ StatusOr<Forest> LoadForest(const std::string& path) {
     cereal::PortableBinaryInputArchive ar(in);
     uint32_t magic = 0, version = 0;
     ar(magic, version);
-    if (magic != kForestFileMagic) return Status::InvalidArgument(path + ": not a pacset forest file");
+    if (magic != kForestFileMagic)
+      return Status::InvalidArgument(path + ": not a pacset forest file");
     if (version != kForestFileVersion)
       return Status::NotSupported(path + ": forest file version " + std::to_string(version));
     Serialize(ar, f);

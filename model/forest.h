@@ -34,11 +34,11 @@ enum class Task : uint8_t {
 
 // What turns margins (raw scores) into the library's prediction.
 enum class Postprocess : uint8_t {
-  kIdentity = 0,    // regression, sklearn forests (already probabilities)
-  kSigmoid = 1,     // 1 / (1 + exp(-alpha * m)); XGBoost binary:logistic, LightGBM binary
-  kSoftmax = 2,     // per-row softmax over the output groups
-  kClassIndex = 3,  // index of the largest margin (XGBoost multi:softmax)
-  kExponential = 4, // exp(m): poisson, gamma, tweedie
+  kIdentity = 0,     // regression, sklearn forests (already probabilities)
+  kSigmoid = 1,      // 1 / (1 + exp(-alpha * m)); XGBoost binary:logistic, LightGBM binary
+  kSoftmax = 2,      // per-row softmax over the output groups
+  kClassIndex = 3,   // index of the largest margin (XGBoost multi:softmax)
+  kExponential = 4,  // exp(m): poisson, gamma, tweedie
   // One margin m, two columns [1 - p, p] with p = 1 / (1 + exp(-alpha * m)):
   // scikit-learn's binary GradientBoostingClassifier.predict_proba.
   kSigmoidPair = 5,
@@ -117,13 +117,14 @@ struct Forest {
   std::vector<uint32_t> tree_group;   // output group of scalar leaves (0 when leaf_width > 1)
 
   // ---- per node (size num_nodes) ----
-  std::vector<int32_t> left_child;   // local id of the child taken when x <= threshold; -1 for a leaf
+  std::vector<int32_t>
+      left_child;  // local id of the child taken when x <= threshold; -1 for a leaf
   std::vector<int32_t> right_child;  // local id; -1 for a leaf
   std::vector<uint32_t> split_feature;
-  std::vector<double> threshold;     // exact in input_precision
-  std::vector<uint8_t> flags;        // NodeFlag bits
-  std::vector<double> cardinality;   // rows reaching the node; 0 where unknown
-  std::vector<double> leaf_value;    // leaf_width values per node (zeros for internal nodes)
+  std::vector<double> threshold;    // exact in input_precision
+  std::vector<uint8_t> flags;       // NodeFlag bits
+  std::vector<double> cardinality;  // rows reaching the node; 0 where unknown
+  std::vector<double> leaf_value;   // leaf_width values per node (zeros for internal nodes)
 
   size_t num_trees() const { return tree_group.size(); }
   size_t num_nodes() const { return left_child.size(); }

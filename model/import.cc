@@ -27,7 +27,8 @@ StatusOr<std::string> ReadWholeFile(const std::string& path) {
 }
 
 bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 std::string BaseName(const std::string& path) {
@@ -53,10 +54,10 @@ std::string SelfDir() {
 std::string FindExporter() {
   if (const char* e = std::getenv("PACSET_SKLEARN_EXPORTER")) return e;
   const std::string candidates[] = {
-    SelfDir() + "/pacset-sklearn-export",
-    std::string(PACSET_DATADIR) + "/pacset-sklearn-export",
+      SelfDir() + "/pacset-sklearn-export",
+      std::string(PACSET_DATADIR) + "/pacset-sklearn-export",
 #ifdef PACSET_SOURCE_DIR
-    std::string(PACSET_SOURCE_DIR) + "/tools/pacset-sklearn-export",
+      std::string(PACSET_SOURCE_DIR) + "/tools/pacset-sklearn-export",
 #endif
   };
   for (const auto& c : candidates)
@@ -76,13 +77,20 @@ std::string FindPython() {
 
 const char* ModelFormatName(ModelFormat f) {
   switch (f) {
-    case ModelFormat::kAuto: return "auto";
-    case ModelFormat::kXgboostJson: return "xgboost-json";
-    case ModelFormat::kXgboostUbjson: return "xgboost-ubjson";
-    case ModelFormat::kSklearnJson: return "sklearn-json";
-    case ModelFormat::kSklearnPickle: return "sklearn-pickle";
-    case ModelFormat::kLightgbmText: return "lightgbm";
-    case ModelFormat::kPacsetForest: return "pacset-forest";
+    case ModelFormat::kAuto:
+      return "auto";
+    case ModelFormat::kXgboostJson:
+      return "xgboost-json";
+    case ModelFormat::kXgboostUbjson:
+      return "xgboost-ubjson";
+    case ModelFormat::kSklearnJson:
+      return "sklearn-json";
+    case ModelFormat::kSklearnPickle:
+      return "sklearn-pickle";
+    case ModelFormat::kLightgbmText:
+      return "lightgbm";
+    case ModelFormat::kPacsetForest:
+      return "pacset-forest";
   }
   return "?";
 }
@@ -122,9 +130,10 @@ StatusOr<ModelFormat> DetectModelFormat(const std::string& path) {
       h.find("\nversion=v") != std::string_view::npos)
     return ModelFormat::kLightgbmText;
   return Status::InvalidArgument(
-      path + ": unrecognised model format (expected an XGBoost .json/.ubj model, a LightGBM text "
-             "model, a scikit-learn .joblib/.pkl file or its exported JSON; use --format to say "
-             "which)");
+      path +
+      ": unrecognised model format (expected an XGBoost .json/.ubj model, a LightGBM text "
+      "model, a scikit-learn .joblib/.pkl file or its exported JSON; use --format to say "
+      "which)");
 }
 
 StatusOr<Forest> ImportModel(const std::string& path, ModelFormat format) {
@@ -139,11 +148,20 @@ StatusOr<Forest> ImportModel(const std::string& path, ModelFormat format) {
   } else {
     PACSET_ASSIGN_OR_RETURN(std::string bytes, ReadWholeFile(path));
     switch (format) {
-      case ModelFormat::kXgboostJson: result = ImportXgboostJson(bytes, path); break;
-      case ModelFormat::kXgboostUbjson: result = ImportXgboostUbjson(bytes, path); break;
-      case ModelFormat::kSklearnJson: result = ImportSklearnJson(bytes, path); break;
-      case ModelFormat::kLightgbmText: result = ImportLightgbmText(bytes, path); break;
-      default: return Status::Internal("unhandled model format");
+      case ModelFormat::kXgboostJson:
+        result = ImportXgboostJson(bytes, path);
+        break;
+      case ModelFormat::kXgboostUbjson:
+        result = ImportXgboostUbjson(bytes, path);
+        break;
+      case ModelFormat::kSklearnJson:
+        result = ImportSklearnJson(bytes, path);
+        break;
+      case ModelFormat::kLightgbmText:
+        result = ImportLightgbmText(bytes, path);
+        break;
+      default:
+        return Status::Internal("unhandled model format");
     }
   }
   if (result.ok() && result->source.file_name.empty()) result->source.file_name = BaseName(path);

@@ -15,13 +15,13 @@
 namespace pacset {
 
 enum class ModelFormat {
-  kAuto,            // decide from the file's first bytes and extension
-  kXgboostJson,     // XGBoost save_model("*.json"), versions 1.x to 3.x
-  kXgboostUbjson,   // XGBoost save_model("*.ubj")
-  kSklearnJson,     // JSON written by tools/pacset-sklearn-export (format: docs/sklearn-export.md)
-  kSklearnPickle,   // a .joblib / .pkl file, converted by running pacset-sklearn-export
-  kLightgbmText,    // LightGBM save_model() text
-  kPacsetForest,    // a Forest saved with SaveForest()
+  kAuto,           // decide from the file's first bytes and extension
+  kXgboostJson,    // XGBoost save_model("*.json"), versions 1.x to 3.x
+  kXgboostUbjson,  // XGBoost save_model("*.ubj")
+  kSklearnJson,    // JSON written by tools/pacset-sklearn-export (format: docs/sklearn-export.md)
+  kSklearnPickle,  // a .joblib / .pkl file, converted by running pacset-sklearn-export
+  kLightgbmText,   // LightGBM save_model() text
+  kPacsetForest,   // a Forest saved with SaveForest()
 };
 
 const char* ModelFormatName(ModelFormat f);

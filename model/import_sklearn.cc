@@ -330,7 +330,6 @@ StatusOr<Forest> ImportSklearnDocument(const nlohmann::json& doc, const std::str
   return f;
 }
 
-
 }  // namespace
 
 StatusOr<Forest> ImportSklearnJson(std::string_view text, const std::string& name) {

@@ -24,8 +24,9 @@ StatusOr<ObjectiveInfo> LookupObjective(const std::string& name, uint32_t num_cl
                                         const std::string& file) {
   using L = ObjectiveInfo::BaseLink;
   static const std::string kIdentityRegression[] = {
-      "reg:squarederror", "reg:linear", "reg:squaredlogerror", "reg:pseudohubererror",
-      "reg:absoluteerror", "reg:quantileerror", "rank:pairwise", "rank:ndcg", "rank:map"};
+      "reg:squarederror",     "reg:linear",        "reg:squaredlogerror",
+      "reg:pseudohubererror", "reg:absoluteerror", "reg:quantileerror",
+      "rank:pairwise",        "rank:ndcg",         "rank:map"};
   for (const auto& n : kIdentityRegression)
     if (name == n) return ObjectiveInfo{Task::kRegression, Postprocess::kIdentity, L::kIdentity};
   if (name == "binary:logistic")
@@ -39,9 +40,9 @@ StatusOr<ObjectiveInfo> LookupObjective(const std::string& name, uint32_t num_cl
   if (name == "multi:softprob" || name == "multi:softmax") {
     if (num_class < 2)
       return Status::InvalidArgument(file + ": objective " + name + " needs num_class >= 2");
-    return ObjectiveInfo{Task::kMulticlassClassification,
-                         name == "multi:softprob" ? Postprocess::kSoftmax : Postprocess::kClassIndex,
-                         L::kIdentity};
+    return ObjectiveInfo{
+        Task::kMulticlassClassification,
+        name == "multi:softprob" ? Postprocess::kSoftmax : Postprocess::kClassIndex, L::kIdentity};
   }
   return Status::NotSupported(file + ": XGBoost objective '" + name +
                               "' is not supported (supported: reg:squarederror and other "
@@ -91,7 +92,8 @@ StatusOr<Forest> ImportXgboostDocument(const nlohmann::json& doc, const std::str
   PACSET_ASSIGN_OR_RETURN(auto booster_name_r, booster.Member("name"));
   PACSET_ASSIGN_OR_RETURN(std::string booster_name, booster_name_r.String());
   if (booster_name == "dart")
-    return Status::NotSupported(file + ": DART boosters are not supported yet (their tree "
+    return Status::NotSupported(file +
+                                ": DART boosters are not supported yet (their tree "
                                 "weights change predictions); use gbtree");
   if (booster_name != "gbtree")
     return Status::NotSupported(file + ": booster '" + booster_name +
@@ -106,9 +108,9 @@ StatusOr<Forest> ImportXgboostDocument(const nlohmann::json& doc, const std::str
   f.task = obj.task;
   f.num_features = static_cast<uint32_t>(num_feature);
   f.num_outputs = static_cast<uint32_t>(std::max<int64_t>({num_class, num_target, 1}));
-  f.num_classes = obj.task == Task::kRegression ? 1
+  f.num_classes = obj.task == Task::kRegression             ? 1
                   : obj.task == Task::kBinaryClassification ? 2
-                                                             : static_cast<uint32_t>(num_class);
+                                                            : static_cast<uint32_t>(num_class);
   f.leaf_width = 1;
   f.postprocess = obj.post;
   f.aggregation = Aggregation::kSum;
@@ -127,7 +129,8 @@ StatusOr<Forest> ImportXgboostDocument(const nlohmann::json& doc, const std::str
     const float b = static_cast<float>(base[k]);
     float margin = b;
     if (obj.link == ObjectiveInfo::BaseLink::kLogit) {
-      if (!(b > 0.0f && b < 1.0f)) return base_r.Error("base_score must be in (0, 1) for " + objective_name);
+      if (!(b > 0.0f && b < 1.0f))
+        return base_r.Error("base_score must be in (0, 1) for " + objective_name);
       margin = -logf(1.0f / b - 1.0f);
     } else if (obj.link == ObjectiveInfo::BaseLink::kLog) {
       if (!(b > 0.0f)) return base_r.Error("base_score must be > 0 for " + objective_name);
@@ -185,7 +188,8 @@ StatusOr<Forest> ImportXgboostDocument(const nlohmann::json& doc, const std::str
     } else {
       f.cardinality_source = CardinalitySource::kNone;
     }
-    const uint64_t base_id = f.AddTree(static_cast<uint32_t>(tree_info[t]), static_cast<uint32_t>(n));
+    const uint64_t base_id =
+        f.AddTree(static_cast<uint32_t>(tree_info[t]), static_cast<uint32_t>(n));
     const std::string where = "tree " + std::to_string(t) + " node ";
     for (int64_t i = 0; i < n; ++i) {
       const uint64_t g = base_id + i;
@@ -223,7 +227,6 @@ StatusOr<Forest> ImportXgboostDocument(const nlohmann::json& doc, const std::str
   PACSET_RETURN_IF_ERROR(f.Validate().WithContext(file));
   return f;
 }
-
 
 }  // namespace
 

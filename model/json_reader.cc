@@ -2,9 +2,9 @@
 
 #include <array>
 #include <charconv>
-#include <cstring>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 
 namespace pacset {
 
@@ -56,8 +56,7 @@ StatusOr<JsonReader> JsonReader::Member(const std::string& key) const {
   if (!j_->is_object()) return Error("expected an object");
   auto it = j_->find(key);
   const std::string child = path_.empty() ? key : path_ + "/" + key;
-  if (it == j_->end())
-    return Status::InvalidArgument(file_ + ": missing field " + child);
+  if (it == j_->end()) return Status::InvalidArgument(file_ + ": missing field " + child);
   return JsonReader(*it, file_, child);
 }
 

@@ -90,7 +90,8 @@ void TransformFloat64(const OutputRule& r, const double* margin, double* out) {
       for (uint32_t k = 0; k < n; ++k) out[k] = margin[k];
       return;
     case Postprocess::kSigmoid:
-      for (uint32_t k = 0; k < n; ++k) out[k] = 1.0 / (1.0 + std::exp(-r.sigmoid_alpha * margin[k]));
+      for (uint32_t k = 0; k < n; ++k)
+        out[k] = 1.0 / (1.0 + std::exp(-r.sigmoid_alpha * margin[k]));
       return;
     case Postprocess::kSigmoidPair: {
       // sklearn: proba[:, 1] = expit(alpha * raw); proba[:, 0] = 1 - proba[:, 1].

@@ -26,8 +26,7 @@ inline bool GoesLeft(T x, T threshold, uint8_t flags) {
     if (!(flags & kNanIsZero)) return flags & kDefaultLeft;
     x = T(0);
   }
-  if ((flags & kZeroIsMissing) && x >= T(-kLightgbmZeroThreshold) &&
-      x <= T(kLightgbmZeroThreshold))
+  if ((flags & kZeroIsMissing) && x >= T(-kLightgbmZeroThreshold) && x <= T(kLightgbmZeroThreshold))
     return flags & kDefaultLeft;
   return x <= threshold;
 }

@@ -2,7 +2,7 @@
 # Installs everything pacsetfs needs to build, test and run on Debian 12 (as root).
 set -euo pipefail
 PKGS=(
-  build-essential cmake ninja-build pkg-config git
+  build-essential cmake ninja-build pkg-config git clang-format
   fuse3 libfuse3-dev librocksdb-dev libcereal-dev libxxhash-dev libhiredis-dev
   libcli11-dev nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev
   redis-server

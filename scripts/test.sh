@@ -8,6 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
+bash scripts/check-format.sh
 bash scripts/build.sh
 (cd build && ctest --output-on-failure -j2 --timeout 1200)
 if [ "${PACSET_SKIP_SANITIZERS:-0}" != 1 ]; then

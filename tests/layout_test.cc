@@ -44,7 +44,8 @@ void ExpectSameAsInMemory(const Forest& f, const PacEngine& e, const RowMatrix& 
   std::vector<double> want(std::max(K, C));
   for (size_t r = 0; r < rows.num_rows; ++r) {
     ref.PredictMargin(rows.row(r), want.data());
-    ASSERT_EQ(0, std::memcmp(want.data(), &got_margin[r * K], K * 8)) << what << " margin row " << r;
+    ASSERT_EQ(0, std::memcmp(want.data(), &got_margin[r * K], K * 8))
+        << what << " margin row " << r;
     ref.Predict(rows.row(r), want.data());
     ASSERT_EQ(0, std::memcmp(want.data(), &got_pred[r * C], C * 8)) << what << " row " << r;
     for (size_t t = 0; t < f.num_trees(); ++t)
@@ -82,8 +83,8 @@ TEST_P(EveryLayout, PredictsExactlyLikeTheInMemoryForest) {
           auto e = PackAndOpen(f, o);
           ASSERT_NE(e, nullptr);
           ExpectSameAsInMemory(f, *e, rows,
-                               std::string(GetParam().name) + " " + LayoutKindName(layout) + " bs " +
-                                   std::to_string(bs) + " depth " + std::to_string(depth) +
+                               std::string(GetParam().name) + " " + LayoutKindName(layout) +
+                                   " bs " + std::to_string(bs) + " depth " + std::to_string(depth) +
                                    (wide ? " wide" : ""));
         }
       }
@@ -145,8 +146,8 @@ TEST(Pack, InlinesXgboostLeavesAndOneHotClassLeaves) {
   RandomForestSpec spec;
   spec.flavor = Flavor::kSklearnProba;
   ASSERT_NE(PackAndOpen(MakeRandomForest(spec), PackOptions{}, &r), nullptr);
-  EXPECT_GT(r.inlined_leaves, 0u);   // pure leaves become class ids
-  EXPECT_GT(r.num_leaf_records, 0u); // impure ones are records
+  EXPECT_GT(r.inlined_leaves, 0u);    // pure leaves become class ids
+  EXPECT_GT(r.num_leaf_records, 0u);  // impure ones are records
 }
 
 TEST(Pack, RejectsBadBlockSizesAndBinDepths) {

@@ -25,7 +25,9 @@ std::string Packed(uint32_t bs = 4096, uint32_t seed = 3) {
   return *b;
 }
 
-Status OpenStatus(std::string bytes) { return PacFile::FromBuffer(std::move(bytes), "f.pac").status(); }
+Status OpenStatus(std::string bytes) {
+  return PacFile::FromBuffer(std::move(bytes), "f.pac").status();
+}
 
 PacHeader HeaderOf(const std::string& bytes) {
   auto h = PacHeader::DecodeFrom(bytes.data(), 4096, "f.pac");
@@ -143,7 +145,9 @@ TEST(PacFile, BlockServedAtTheWrongPositionIsCaught) {
   auto f = PacFile::FromBuffer(b, "f.pac");
   ASSERT_TRUE(f.ok());
   EXPECT_EQ((*f)->VerifyBlocks(), std::vector<uint64_t>{3});
-  EXPECT_NE(VerifyBlock(b.data() + 3 * h.block_size, h.block_size, 3, "f").message().find("holds block 2"),
+  EXPECT_NE(VerifyBlock(b.data() + 3 * h.block_size, h.block_size, 3, "f")
+                .message()
+                .find("holds block 2"),
             std::string::npos);
 }
 

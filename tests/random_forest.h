@@ -23,7 +23,7 @@ struct RandomForestSpec {
   int trees = 20;
   int max_depth = 8;
   int features = 6;
-  int outputs = 3;     // groups (xgboost) or classes (sklearn proba)
+  int outputs = 3;  // groups (xgboost) or classes (sklearn proba)
   double split_probability = 0.85;
   uint32_t seed = 1;
   bool cardinality = true;
@@ -85,8 +85,8 @@ inline Forest MakeRandomForest(const RandomForestSpec& s) {
         depth.push_back(depth[i] + 1);
       }
     }
-    const uint64_t b = f.AddTree(f.leaf_width == 1 ? t % f.num_outputs : 0,
-                                 static_cast<uint32_t>(kids.size()));
+    const uint64_t b =
+        f.AddTree(f.leaf_width == 1 ? t % f.num_outputs : 0, static_cast<uint32_t>(kids.size()));
     // Cardinalities: split each node's count randomly between its children.
     f.cardinality[b] = 1000;
     for (size_t i = 0; i < kids.size(); ++i) {
@@ -97,7 +97,8 @@ inline Forest MakeRandomForest(const RandomForestSpec& s) {
             f.leaf_value[g * f.leaf_width + (rng() % f.leaf_width)] = 1.0;  // pure leaf
           } else {
             double sum = 0;
-            for (uint32_t k = 0; k < f.leaf_width; ++k) sum += (f.leaf_value[g * f.leaf_width + k] = u(rng));
+            for (uint32_t k = 0; k < f.leaf_width; ++k)
+              sum += (f.leaf_value[g * f.leaf_width + k] = u(rng));
             for (uint32_t k = 0; k < f.leaf_width; ++k) f.leaf_value[g * f.leaf_width + k] /= sum;
           }
         } else if (s.flavor == Flavor::kXgboost) {
@@ -116,8 +117,10 @@ inline Forest MakeRandomForest(const RandomForestSpec& s) {
       f.threshold[g] = th;
       if (s.flavor == Flavor::kLightgbm) {
         const int missing = static_cast<int>(rng() % 3);
-        f.flags[g] = (u(rng) < 0.5 ? kDefaultLeft : 0) |
-                     (missing == 0 ? kNanIsZero : missing == 1 ? (kNanIsZero | kZeroIsMissing) : 0);
+        f.flags[g] =
+            (u(rng) < 0.5 ? kDefaultLeft : 0) | (missing == 0   ? kNanIsZero
+                                                 : missing == 1 ? (kNanIsZero | kZeroIsMissing)
+                                                                : 0);
       } else {
         f.flags[g] = u(rng) < 0.5 ? kDefaultLeft : 0;
       }
@@ -153,7 +156,7 @@ inline RowMatrix MakeAdversarialRows(const Forest& f, size_t n, uint32_t seed) {
         const uint64_t g = rng() % f.num_nodes();
         const double t = f.threshold[g];
         const int how = static_cast<int>(rng() % 4);
-        v = how == 0 ? t
+        v = how == 0   ? t
             : how == 1 ? std::nextafter(t, 1e300)
             : how == 2 ? std::nextafter(t, -1e300)
                        : static_cast<double>(std::nextafter(static_cast<float>(t), 1e30f));

@@ -16,7 +16,8 @@ std::string Model(const std::string& default_left, const std::string& base_score
                   const std::string& split_type = "[0,0,0]") {
   return R"({"learner":{"learner_model_param":{"base_score":)" + base_score +
          R"(,"num_class":"0","num_feature":"2","num_target":"1"},
-  "objective":{"name":")" + objective + R"("},
+  "objective":{"name":")" +
+         objective + R"("},
   "gradient_booster":{"name":"gbtree","model":{"gbtree_model_param":{"num_trees":"1"},
   "tree_info":[0],"trees":[{"left_children":[1,-1,-1],"right_children":[2,-1,-1],
   "split_indices":[0,0,0],"split_conditions":[0.5,-1.0,2.0],"default_left":)" +

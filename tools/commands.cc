@@ -1,14 +1,14 @@
 #include "tools/commands.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <unistd.h>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -56,10 +56,14 @@ bool IsPacFile(const std::string& path) {
 
 std::string HumanBytes(uint64_t b) {
   char buf[64];
-  if (b >= (1ull << 30)) std::snprintf(buf, sizeof(buf), "%.2f GiB", b / double(1ull << 30));
-  else if (b >= (1ull << 20)) std::snprintf(buf, sizeof(buf), "%.2f MiB", b / double(1ull << 20));
-  else if (b >= 1024) std::snprintf(buf, sizeof(buf), "%.1f KiB", b / 1024.0);
-  else std::snprintf(buf, sizeof(buf), "%llu B", static_cast<unsigned long long>(b));
+  if (b >= (1ull << 30))
+    std::snprintf(buf, sizeof(buf), "%.2f GiB", b / double(1ull << 30));
+  else if (b >= (1ull << 20))
+    std::snprintf(buf, sizeof(buf), "%.2f MiB", b / double(1ull << 20));
+  else if (b >= 1024)
+    std::snprintf(buf, sizeof(buf), "%.1f KiB", b / 1024.0);
+  else
+    std::snprintf(buf, sizeof(buf), "%llu B", static_cast<unsigned long long>(b));
   return buf;
 }
 
@@ -248,12 +252,14 @@ StatusOr<PackOptions> ToPackOptions(const PackCliOptions& c) {
 StatusOr<Forest> LoadForPacking(const std::string& model, ModelFormat format,
                                 const std::string& calibrate) {
   if (IsPacFile(model))
-    return Status::InvalidArgument(model + " is already a packed .pac file; pack the model it "
-                                           "came from instead");
+    return Status::InvalidArgument(model +
+                                   " is already a packed .pac file; pack the model it "
+                                   "came from instead");
   PACSET_ASSIGN_OR_RETURN(Forest forest, ImportModel(model, format));
   if (!calibrate.empty()) {
     PACSET_ASSIGN_OR_RETURN(RowMatrix rows, ReadCsvRows(calibrate, forest.num_features));
-    if (rows.num_rows == 0) return Status::InvalidArgument(calibrate + ": no rows to calibrate with");
+    if (rows.num_rows == 0)
+      return Status::InvalidArgument(calibrate + ": no rows to calibrate with");
     CalibrateCardinality(forest, rows);
   }
   return forest;
@@ -318,14 +324,16 @@ Status InfoForPac(const std::string& path, bool json) {
   std::printf("node format:   %s (%u bytes per node)\n",
               NodeFormatName(static_cast<NodeFormat>(h.node_format)), h.node_format == 0 ? 16 : 32);
   std::printf("layout:        %s", LayoutKindName(static_cast<LayoutKind>(h.layout)));
-  if (h.bin_depth) std::printf(", bin depth %u, up to %u trees per bin", h.bin_depth, h.trees_per_bin);
+  if (h.bin_depth)
+    std::printf(", bin depth %u, up to %u trees per bin", h.bin_depth, h.trees_per_bin);
   std::printf(", cardinality from %s\n", src("cardinality").c_str());
-  std::printf("blocks:        %llu x %s = %llu metadata + %llu bins + %llu residual + %llu leaf ids\n",
-              static_cast<unsigned long long>(h.block_count), HumanBytes(h.block_size).c_str(),
-              static_cast<unsigned long long>(h.node_first_block),
-              static_cast<unsigned long long>(h.bin_block_count),
-              static_cast<unsigned long long>(h.node_block_count - h.bin_block_count),
-              static_cast<unsigned long long>(leaf_id_blocks));
+  std::printf(
+      "blocks:        %llu x %s = %llu metadata + %llu bins + %llu residual + %llu leaf ids\n",
+      static_cast<unsigned long long>(h.block_count), HumanBytes(h.block_size).c_str(),
+      static_cast<unsigned long long>(h.node_first_block),
+      static_cast<unsigned long long>(h.bin_block_count),
+      static_cast<unsigned long long>(h.node_block_count - h.bin_block_count),
+      static_cast<unsigned long long>(leaf_id_blocks));
   return Status::Ok();
 }
 
@@ -347,7 +355,8 @@ StatusOr<uint32_t> ParseBlockSize(const std::string& text) {
   char* end = nullptr;
   const unsigned long long v = std::strtoull(t.c_str(), &end, 10);
   if (t.empty() || *end != '\0' || v == 0 || v > (1ull << 30))
-    return Status::InvalidArgument("block size '" + text + "' is not a size like 4096, 4K or 64KiB");
+    return Status::InvalidArgument("block size '" + text +
+                                   "' is not a size like 4096, 4K or 64KiB");
   const uint64_t bytes = v * mult;
   if (!IsValidBlockSize(bytes))
     return Status::InvalidArgument("block size " + text +
@@ -423,25 +432,29 @@ Status RunPack(const PackCommandOptions& opts) {
   PACSET_ASSIGN_OR_RETURN(PackOptions po, ToPackOptions(opts.pack));
   po.progress = true;
   auto t0 = std::chrono::steady_clock::now();
-  PACSET_ASSIGN_OR_RETURN(Forest forest, LoadForPacking(opts.model, opts.format, opts.pack.calibrate));
+  PACSET_ASSIGN_OR_RETURN(Forest forest,
+                          LoadForPacking(opts.model, opts.format, opts.pack.calibrate));
   if (!opts.pack.weights_from_trace.empty()) {
     if (!opts.pack.calibrate.empty())
-      return Status::InvalidArgument("--weights-from-trace and --calibrate both set the weights: "
-                                     "choose one");
+      return Status::InvalidArgument(
+          "--weights-from-trace and --calibrate both set the weights: "
+          "choose one");
     TraceWeightsReport tr;
     PACSET_RETURN_IF_ERROR(ApplyTraceWeights(
         forest, {opts.pack.weights_from_trace, opts.pack.traced_pac, opts.pack.trace_forest}, &tr));
     if (tr.used_marks) {
-      std::printf("weights from trace %s: forest '%s', %llu requests replayed (%llu read nothing "
-                  "of it), %.0f%% of branch decisions decided by the trace\n",
-                  opts.pack.weights_from_trace.c_str(), tr.forest.c_str(),
-                  static_cast<unsigned long long>(tr.requests_used),
-                  static_cast<unsigned long long>(tr.requests_skipped), 100 * tr.decided_by_trace);
+      std::printf(
+          "weights from trace %s: forest '%s', %llu requests replayed (%llu read nothing "
+          "of it), %.0f%% of branch decisions decided by the trace\n",
+          opts.pack.weights_from_trace.c_str(), tr.forest.c_str(),
+          static_cast<unsigned long long>(tr.requests_used),
+          static_cast<unsigned long long>(tr.requests_skipped), 100 * tr.decided_by_trace);
     } else {
-      std::printf("weights from trace %s: forest '%s' has no request marks; weighted by block "
-                  "popularity only (%llu reads)\n",
-                  opts.pack.weights_from_trace.c_str(), tr.forest.c_str(),
-                  static_cast<unsigned long long>(tr.accesses));
+      std::printf(
+          "weights from trace %s: forest '%s' has no request marks; weighted by block "
+          "popularity only (%llu reads)\n",
+          opts.pack.weights_from_trace.c_str(), tr.forest.c_str(),
+          static_cast<unsigned long long>(tr.accesses));
     }
   }
   const double import_s =
@@ -452,15 +465,15 @@ Status RunPack(const PackCommandOptions& opts) {
               forest.num_trees(), static_cast<unsigned long long>(r.num_nodes),
               static_cast<unsigned long long>(r.num_leaf_records),
               static_cast<unsigned long long>(r.inlined_leaves), opts.output.c_str());
-  std::printf("  layout %s, %llu blocks of %s (%s): %llu metadata, %llu bin blocks (%llu bins of up "
-              "to %u trees), %llu residual, %llu leaf ids\n",
-              LayoutKindName(po.layout), static_cast<unsigned long long>(r.block_count),
-              HumanBytes(po.block_size).c_str(), HumanBytes(r.file_bytes).c_str(),
-              static_cast<unsigned long long>(r.metadata_blocks),
-              static_cast<unsigned long long>(r.bin_blocks),
-              static_cast<unsigned long long>(r.num_bins), r.trees_per_bin,
-              static_cast<unsigned long long>(r.node_blocks - r.bin_blocks),
-              static_cast<unsigned long long>(r.leaf_id_blocks));
+  std::printf(
+      "  layout %s, %llu blocks of %s (%s): %llu metadata, %llu bin blocks (%llu bins of up "
+      "to %u trees), %llu residual, %llu leaf ids\n",
+      LayoutKindName(po.layout), static_cast<unsigned long long>(r.block_count),
+      HumanBytes(po.block_size).c_str(), HumanBytes(r.file_bytes).c_str(),
+      static_cast<unsigned long long>(r.metadata_blocks),
+      static_cast<unsigned long long>(r.bin_blocks), static_cast<unsigned long long>(r.num_bins),
+      r.trees_per_bin, static_cast<unsigned long long>(r.node_blocks - r.bin_blocks),
+      static_cast<unsigned long long>(r.leaf_id_blocks));
   std::printf("  nodes %s%s%s; import %.2f s, layout %.2f s, write %.2f s\n",
               NodeFormatName(r.node_format), r.node_format_reason.empty() ? "" : ": ",
               r.node_format_reason.c_str(), import_s, r.layout_seconds, r.encode_seconds);
@@ -524,8 +537,8 @@ Status RunLayoutReport(const LayoutReportOptions& opts) {
       const double median = sorted.size() % 2
                                 ? sorted[sorted.size() / 2]
                                 : (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]) / 2;
-      const size_t p95_idx = std::min(sorted.size() - 1,
-                                      static_cast<size_t>(std::ceil(0.95 * sorted.size())) - 1);
+      const size_t p95_idx =
+          std::min(sorted.size() - 1, static_cast<size_t>(std::ceil(0.95 * sorted.size())) - 1);
       const double p95 = sorted[p95_idx];
       const double mx = sorted.back();
       per_size[LayoutKindName(k)] = {
@@ -536,8 +549,8 @@ Status RunLayoutReport(const LayoutReportOptions& opts) {
       };
       if (!opts.json)
         std::printf("%-8s %-11s %9.2f %7.1f %7.0f %7.0f %12zu %12llu %6llu\n",
-                    HumanBytes(bs).c_str(), LayoutKindName(k), mean, median, p95, mx,
-                    unique.size(), static_cast<unsigned long long>(h.block_count),
+                    HumanBytes(bs).c_str(), LayoutKindName(k), mean, median, p95, mx, unique.size(),
+                    static_cast<unsigned long long>(h.block_count),
                     static_cast<unsigned long long>(h.node_first_block));
     }
     report[std::to_string(bs)] = per_size;
@@ -545,8 +558,9 @@ Status RunLayoutReport(const LayoutReportOptions& opts) {
   if (opts.json) {
     std::printf("%s\n", report.dump(2).c_str());
   } else {
-    std::printf("(blocks per row count node blocks touched by one row; 'open' is the metadata "
-                "blocks read once when the file is opened)\n");
+    std::printf(
+        "(blocks per row count node blocks touched by one row; 'open' is the metadata "
+        "blocks read once when the file is opened)\n");
   }
   return Status::Ok();
 }
@@ -688,14 +702,16 @@ Status RunVerify(const std::string& name, const StoreCommandOptions& opts) {
     PACSET_ASSIGN_OR_RETURN(std::vector<uint64_t> bad, VerifyForest(*store, f));
     for (uint64_t b : bad)
       std::printf("%s generation %llu: block %llu is corrupt or missing\n", f.name.c_str(),
-                  static_cast<unsigned long long>(f.generation), static_cast<unsigned long long>(b));
+                  static_cast<unsigned long long>(f.generation),
+                  static_cast<unsigned long long>(b));
     std::printf("%s generation %llu: %llu blocks, %zu bad\n", f.name.c_str(),
                 static_cast<unsigned long long>(f.generation),
                 static_cast<unsigned long long>(f.block_count), bad.size());
     bad_total += bad.size();
   }
   if (bad_total)
-    return Status::Corruption(std::to_string(bad_total) + " bad block" + (bad_total > 1 ? "s" : ""));
+    return Status::Corruption(std::to_string(bad_total) + " bad block" +
+                              (bad_total > 1 ? "s" : ""));
   return Status::Ok();
 }
 

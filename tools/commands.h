@@ -12,8 +12,8 @@
 namespace pacset {
 
 struct PredictOptions {
-  std::string model;   // a model file (any importable format) or a .pac file
-  std::string input;   // CSV rows, "-" for stdin
+  std::string model;  // a model file (any importable format) or a .pac file
+  std::string input;  // CSV rows, "-" for stdin
   std::string output = "-";
   ModelFormat format = ModelFormat::kAuto;
   bool margin = false;  // raw scores instead of probabilities

@@ -18,21 +18,24 @@ void AddPackOptions(CLI::App* app, pacset::PackCliOptions* o);
 void AddStore(CLI::App* app, pacset::StoreCommandOptions* o);
 
 CLI::Option* AddFormat(CLI::App* app, std::string* format) {
-  return app->add_option("--format", *format,
-                         "Model format: auto, xgboost-json, xgboost-ubjson, sklearn-json, "
-                         "sklearn-pickle, lightgbm, pacset-forest")
+  return app
+      ->add_option("--format", *format,
+                   "Model format: auto, xgboost-json, xgboost-ubjson, sklearn-json, "
+                   "sklearn-pickle, lightgbm, pacset-forest")
       ->default_val("auto");
 }
 
 void AddStore(CLI::App* app, pacset::StoreCommandOptions* o) {
   app->add_option("--store", o->store,
                   "Store URI: rocksdb:PATH, dir:PATH or redis://[:PASSWORD@]HOST:PORT[/DB] "
-                  "(default: $PACSET_STORE, else " + pacset::DefaultStoreUri() + ")");
+                  "(default: $PACSET_STORE, else " +
+                      pacset::DefaultStoreUri() + ")");
 }
 
 void AddPackOptions(CLI::App* app, pacset::PackCliOptions* o) {
-  app->add_option("--layout", o->layout,
-                  "bfs, dfs, wdfs, block-wdfs, bin-bfs, bin-dfs, bin-wdfs, bin-block-wdfs or pacset")
+  app->add_option(
+         "--layout", o->layout,
+         "bfs, dfs, wdfs, block-wdfs, bin-bfs, bin-dfs, bin-wdfs, bin-block-wdfs or pacset")
       ->default_val("pacset");
   app->add_option("--block-size", o->block_size, "Block size: 4KiB .. 1MiB, a power of two")
       ->default_val("64KiB");
@@ -43,8 +46,9 @@ void AddPackOptions(CLI::App* app, pacset::PackCliOptions* o) {
                   "CSV rows: weigh the layout by how many of them reach each node");
   app->add_flag("--no-leaf-ids", o->no_leaf_ids,
                 "Leave out the leaf-id section (smaller file; predict --leaf then fails)");
-  app->add_option("--weights-from-trace", o->weights_from_trace,
-                  "Weigh the layout by the traffic in this pacset-trace trace (needs --traced-pac)");
+  app->add_option(
+      "--weights-from-trace", o->weights_from_trace,
+      "Weigh the layout by the traffic in this pacset-trace trace (needs --traced-pac)");
   app->add_option("--traced-pac", o->traced_pac,
                   "The .pac file the trace was taken of (a packing of the same model)");
   app->add_option("--trace-forest", o->trace_forest,
@@ -98,8 +102,8 @@ int main(int argc, char** argv) {
 
   pacset::LayoutReportOptions report;
   std::string report_format;
-  auto* r = app.add_subcommand(
-      "layout-report", "Count the blocks each layout makes rows touch (analytical I/O)");
+  auto* r = app.add_subcommand("layout-report",
+                               "Count the blocks each layout makes rows touch (analytical I/O)");
   r->add_option("MODEL", report.model, "Model file")->required();
   r->add_option("-i,--input", report.input, "CSV rows")->required();
   r->add_option("--block-size", report.block_sizes,
@@ -113,9 +117,11 @@ int main(int argc, char** argv) {
 
   pacset::ImportOptions import;
   std::string import_format;
-  auto* im = app.add_subcommand("import", "Put a model (packed on the way in) or a .pac into a store");
+  auto* im =
+      app.add_subcommand("import", "Put a model (packed on the way in) or a .pac into a store");
   im->add_option("MODEL_OR_PAC", import.input, "Model file or .pac file")->required();
-  im->add_option("--name", import.name, "Forest name (the file is NAME.pac on a mount)")->required();
+  im->add_option("--name", import.name, "Forest name (the file is NAME.pac on a mount)")
+      ->required();
   AddStore(im, &import.store);
   AddPackOptions(im, &import.pack);
   AddFormat(im, &import_format);

@@ -24,8 +24,8 @@ int Fail(const pacset::Status& s) {
 }
 
 bool IsSubcommand(const char* a) {
-  for (const char* s : {"mount", "unmount", "umount", "drop-cache", "stats", "-h", "--help",
-                        "--version"})
+  for (const char* s :
+       {"mount", "unmount", "umount", "drop-cache", "stats", "-h", "--help", "--version"})
     if (std::strcmp(a, s) == 0) return true;
   return false;
 }
@@ -53,15 +53,18 @@ int FstabForm(int argc, char** argv) {
     } else if (a == "-n" || a == "-s" || a == "-v") {
       // mount(8) flags passed through by mount.fuse3: nothing to do
     } else if (!a.empty() && a[0] == '-') {
-      std::fprintf(stderr, "pacsetfs: unknown flag %s\nusage: pacsetfs SOURCE MOUNTPOINT [-o opts]\n", a.c_str());
+      std::fprintf(stderr,
+                   "pacsetfs: unknown flag %s\nusage: pacsetfs SOURCE MOUNTPOINT [-o opts]\n",
+                   a.c_str());
       return 2;
     } else {
       positional.push_back(a);
     }
   }
   if (positional.size() != 2) {
-    std::fprintf(stderr, "usage: pacsetfs SOURCE MOUNTPOINT [-o options]\n"
-                         "       pacsetfs mount MOUNTPOINT [--store URI] (see pacsetfs --help)\n");
+    std::fprintf(stderr,
+                 "usage: pacsetfs SOURCE MOUNTPOINT [-o options]\n"
+                 "       pacsetfs mount MOUNTPOINT [--store URI] (see pacsetfs --help)\n");
     return 2;
   }
   // SOURCE is the store URI; "pacsetfs" or "none" means the default store.
@@ -80,18 +83,21 @@ int main(int argc, char** argv) {
   CLI::App app{"pacsetfs: every forest in a block store as a file, read block by block"};
   app.set_version_flag("--version", std::string("pacsetfs ") + PACSET_VERSION);
   app.require_subcommand(1);
-  app.footer("Also: pacsetfs SOURCE MOUNTPOINT -o opts   (mount -t fuse.pacsetfs, /etc/fstab)\n"
-             "Mount options (-o): allow_other, cache_size=SIZE, trace=FILE, store_timeout=MS,\n"
-             "  catalog_refresh=MS, no_push_blocks, prefetch_bins, readahead=BYTES, threads=N,\n"
-             "  no_auto_unmount, debug; dev, suid, nofail, _netdev, ro, rw, defaults are ignored.");
+  app.footer(
+      "Also: pacsetfs SOURCE MOUNTPOINT -o opts   (mount -t fuse.pacsetfs, /etc/fstab)\n"
+      "Mount options (-o): allow_other, cache_size=SIZE, trace=FILE, store_timeout=MS,\n"
+      "  catalog_refresh=MS, no_push_blocks, prefetch_bins, readahead=BYTES, threads=N,\n"
+      "  no_auto_unmount, debug; dev, suid, nofail, _netdev, ro, rw, defaults are ignored.");
 
   pacset::MountOptions mopts;
   std::string mount_o, cache_size;
   auto* m = app.add_subcommand("mount", "Mount a store (runs in the background unless -f)");
   m->add_option("MOUNTPOINT", mopts.mountpoint, "Directory to mount on")->required();
-  m->add_option("--store", mopts.store_uri,
-                "Store URI: rocksdb:PATH, dir:PATH or redis://HOST:PORT[/DB] (default: $PACSET_STORE "
-                "or " + pacset::DefaultStoreUri() + ")");
+  m->add_option(
+      "--store", mopts.store_uri,
+      "Store URI: rocksdb:PATH, dir:PATH or redis://HOST:PORT[/DB] (default: $PACSET_STORE "
+      "or " +
+          pacset::DefaultStoreUri() + ")");
   m->add_flag("-f,--foreground", mopts.foreground, "Stay in the foreground, log to stderr");
   m->add_option("-o", mount_o, "Comma-separated mount options (see below)");
   m->add_option("--trace", mopts.trace_path, "Write a block-access trace to FILE");

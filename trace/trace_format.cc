@@ -60,7 +60,8 @@ void EncodeTraceRecord(const TraceRecord& r, char out[kTraceRecordSize]) {
   } else {
     const bool mark = IsRequestMark(r.type);
     PutField<uint16_t>(out, 2, r.flags);
-    PutField<uint64_t>(out, 8, r.type == TraceRecordType::kForestInfo ? r.header_checksum : r.time_ns);
+    PutField<uint64_t>(out, 8,
+                       r.type == TraceRecordType::kForestInfo ? r.header_checksum : r.time_ns);
     PutField<uint64_t>(out, 16, mark ? r.first_row : r.generation);
     PutField<uint64_t>(out, 24, r.block);
     PutField<uint32_t>(out, 32, mark ? r.row_count : r.bytes);
@@ -98,7 +99,8 @@ TraceDecodeResult DecodeTraceRecord(const char in[kTraceRecordSize], TraceRecord
   r->block = GetField<uint64_t>(in, 24);
   (mark ? r->row_count : r->bytes) = GetField<uint32_t>(in, 32);
   r->pid = GetField<uint32_t>(in, 36);
-  (mark || r->type == TraceRecordType::kThread ? r->tgid : r->latency_ns) = GetField<uint32_t>(in, 40);
+  (mark || r->type == TraceRecordType::kThread ? r->tgid : r->latency_ns) =
+      GetField<uint32_t>(in, 40);
   return TraceDecodeResult::kOk;
 }
 
@@ -133,7 +135,8 @@ bool DecodeTraceHeader(const char in[kTraceHeaderSize], TraceFileHeader* h, std:
              " to " + std::to_string(kTraceVersion) + ")";
     return false;
   }
-  if (GetField<uint32_t>(in, 12) != kTraceHeaderSize || GetField<uint32_t>(in, 16) != kTraceRecordSize) {
+  if (GetField<uint32_t>(in, 12) != kTraceHeaderSize ||
+      GetField<uint32_t>(in, 16) != kTraceRecordSize) {
     *error = "unexpected trace header or record size";
     return false;
   }

@@ -16,7 +16,8 @@ namespace {
 
 std::string_view Trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r'))
+    s.remove_suffix(1);
   return s;
 }
 
@@ -74,8 +75,8 @@ StatusOr<RowMatrix> ParseCsvRows(std::string_view text, size_t expected_cols,
     size_t start = 0;
     while (true) {
       size_t comma = line.find(',', start);
-      std::string_view f = line.substr(start, comma == std::string_view::npos ? line.size() - start
-                                                                              : comma - start);
+      std::string_view f =
+          line.substr(start, comma == std::string_view::npos ? line.size() - start : comma - start);
       ++col;
       double v;
       if (ParseField(f, &v)) {

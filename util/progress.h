@@ -12,7 +12,8 @@ namespace pacset {
 class ProgressBar {
  public:
   ProgressBar(std::string label, uint64_t total, bool enabled)
-      : label_(std::move(label)), total_(total ? total : 1),
+      : label_(std::move(label)),
+        total_(total ? total : 1),
         enabled_(enabled && isatty(STDERR_FILENO)) {}
   ~ProgressBar() { Finish(); }
 

@@ -6,17 +6,28 @@ namespace pacset {
 
 const char* StatusCodeName(StatusCode code) {
   switch (code) {
-    case StatusCode::kOk: return "OK";
-    case StatusCode::kInvalidArgument: return "Invalid argument";
-    case StatusCode::kNotFound: return "Not found";
-    case StatusCode::kCorruption: return "Corruption";
-    case StatusCode::kIOError: return "I/O error";
-    case StatusCode::kNotSupported: return "Not supported";
-    case StatusCode::kUnavailable: return "Unavailable";
-    case StatusCode::kAlreadyExists: return "Already exists";
-    case StatusCode::kDeadlineExceeded: return "Deadline exceeded";
-    case StatusCode::kResourceExhausted: return "Resource exhausted";
-    case StatusCode::kInternal: return "Internal error";
+    case StatusCode::kOk:
+      return "OK";
+    case StatusCode::kInvalidArgument:
+      return "Invalid argument";
+    case StatusCode::kNotFound:
+      return "Not found";
+    case StatusCode::kCorruption:
+      return "Corruption";
+    case StatusCode::kIOError:
+      return "I/O error";
+    case StatusCode::kNotSupported:
+      return "Not supported";
+    case StatusCode::kUnavailable:
+      return "Unavailable";
+    case StatusCode::kAlreadyExists:
+      return "Already exists";
+    case StatusCode::kDeadlineExceeded:
+      return "Deadline exceeded";
+    case StatusCode::kResourceExhausted:
+      return "Resource exhausted";
+    case StatusCode::kInternal:
+      return "Internal error";
   }
   return "Unknown";
 }

@@ -17,16 +17,16 @@ namespace pacset {
 
 enum class StatusCode : int {
   kOk = 0,
-  kInvalidArgument = 1,   // the caller's input is malformed (model, CSV, option)
-  kNotFound = 2,          // a named forest, file or key does not exist
-  kCorruption = 3,        // stored data failed a checksum or structural check
-  kIOError = 4,           // the operating system or a store failed an operation
-  kNotSupported = 5,      // valid input that this version cannot handle
-  kUnavailable = 6,       // a store cannot be reached right now (may recover)
-  kAlreadyExists = 7,     // a name is taken
-  kDeadlineExceeded = 8,  // an operation did not finish in its time budget
-  kResourceExhausted = 9, // disk full, memory bound hit
-  kInternal = 10,         // a broken invariant in pacsetfs itself
+  kInvalidArgument = 1,    // the caller's input is malformed (model, CSV, option)
+  kNotFound = 2,           // a named forest, file or key does not exist
+  kCorruption = 3,         // stored data failed a checksum or structural check
+  kIOError = 4,            // the operating system or a store failed an operation
+  kNotSupported = 5,       // valid input that this version cannot handle
+  kUnavailable = 6,        // a store cannot be reached right now (may recover)
+  kAlreadyExists = 7,      // a name is taken
+  kDeadlineExceeded = 8,   // an operation did not finish in its time budget
+  kResourceExhausted = 9,  // disk full, memory bound hit
+  kInternal = 10,          // a broken invariant in pacsetfs itself
 };
 
 const char* StatusCodeName(StatusCode code);
@@ -37,15 +37,21 @@ class [[nodiscard]] Status {
   Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
 
   static Status Ok() { return Status(); }
-  static Status InvalidArgument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
+  static Status InvalidArgument(std::string m) {
+    return {StatusCode::kInvalidArgument, std::move(m)};
+  }
   static Status NotFound(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
   static Status Corruption(std::string m) { return {StatusCode::kCorruption, std::move(m)}; }
   static Status IOError(std::string m) { return {StatusCode::kIOError, std::move(m)}; }
   static Status NotSupported(std::string m) { return {StatusCode::kNotSupported, std::move(m)}; }
   static Status Unavailable(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
   static Status AlreadyExists(std::string m) { return {StatusCode::kAlreadyExists, std::move(m)}; }
-  static Status DeadlineExceeded(std::string m) { return {StatusCode::kDeadlineExceeded, std::move(m)}; }
-  static Status ResourceExhausted(std::string m) { return {StatusCode::kResourceExhausted, std::move(m)}; }
+  static Status DeadlineExceeded(std::string m) {
+    return {StatusCode::kDeadlineExceeded, std::move(m)};
+  }
+  static Status ResourceExhausted(std::string m) {
+    return {StatusCode::kResourceExhausted, std::move(m)};
+  }
   static Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
   // An IOError built from errno, e.g. IOErrorFromErrno("open forest.pac", errno).
   static Status FromErrno(const std::string& context, int err);
@@ -96,9 +102,9 @@ class [[nodiscard]] StatusOr {
 #define PACSET_CONCAT_(a, b) PACSET_CONCAT_INNER_(a, b)
 
 // Returns from the enclosing function when `expr` yields a non-OK Status.
-#define PACSET_RETURN_IF_ERROR(expr)              \
-  do {                                            \
-    ::pacset::Status pacset_status_ = (expr);     \
+#define PACSET_RETURN_IF_ERROR(expr)                 \
+  do {                                               \
+    ::pacset::Status pacset_status_ = (expr);        \
     if (!pacset_status_.ok()) return pacset_status_; \
   } while (0)
 

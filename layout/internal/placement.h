@@ -23,7 +23,7 @@ struct PackInput {
   std::vector<uint8_t> reachable;
   std::vector<uint32_t> tree_of;  // tree index of every node
   uint32_t bin_depth = 0;
-  uint32_t trees_per_bin = 0;   // 0 = auto
+  uint32_t trees_per_bin = 0;  // 0 = auto
 
   bool stored(uint64_t g) const { return reachable[g] && units[g] > 0; }
 };
@@ -33,7 +33,8 @@ struct PackInput {
 class BlockFiller {
  public:
   explicit BlockFiller(uint32_t block_size)
-      : block_units_(block_size / kUnit), payload_units_((block_size - kBlockTrailerSize) / kUnit) {}
+      : block_units_(block_size / kUnit),
+        payload_units_((block_size - kBlockTrailerSize) / kUnit) {}
 
   // Position (in units from the start of the node region) for an item.
   uint64_t Place(uint32_t units) {
