@@ -86,6 +86,9 @@ struct ModelSource {
   std::string library_version;  // as recorded in the model file, "" if unknown
   std::string objective;        // library objective / estimator name
   std::string file_name;        // base name of the imported file
+  // What the import wants the user to know (e.g. a pickle made by another
+  // scikit-learn version); the tool layer shows them. Not saved.
+  std::vector<std::string> warnings;
 };
 
 struct Forest {

@@ -47,6 +47,14 @@ void ParallelRows(size_t n, int threads, Fn fn) {
   for (auto& t : pool) t.join();
 }
 
+// ImportModel, with the import's warnings shown on stderr.
+StatusOr<Forest> ImportModelWarning(const std::string& path, ModelFormat format) {
+  auto forest = ImportModel(path, format);
+  if (forest.ok())
+    for (const auto& w : forest->source.warnings) std::fprintf(stderr, "%s\n", w.c_str());
+  return forest;
+}
+
 bool IsPacFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   char magic[8] = {};
@@ -255,7 +263,7 @@ StatusOr<Forest> LoadForPacking(const std::string& model, ModelFormat format,
     return Status::InvalidArgument(model +
                                    " is already a packed .pac file; pack the model it "
                                    "came from instead");
-  PACSET_ASSIGN_OR_RETURN(Forest forest, ImportModel(model, format));
+  PACSET_ASSIGN_OR_RETURN(Forest forest, ImportModelWarning(model, format));
   if (!calibrate.empty()) {
     PACSET_ASSIGN_OR_RETURN(RowMatrix rows, ReadCsvRows(calibrate, forest.num_features));
     if (rows.num_rows == 0)
@@ -369,13 +377,13 @@ Status RunPredict(const PredictOptions& opts) {
   if (!opts.mark_requests.empty() || !opts.marks_file.empty())
     return Status::InvalidArgument("request marks work with .pac files (the bundled engine); " +
                                    opts.model + " is a model file");
-  PACSET_ASSIGN_OR_RETURN(Forest forest, ImportModel(opts.model, opts.format));
+  PACSET_ASSIGN_OR_RETURN(Forest forest, ImportModelWarning(opts.model, opts.format));
   return PredictWithForest(forest, opts);
 }
 
 Status RunInfo(const InfoOptions& opts) {
   if (IsPacFile(opts.path)) return InfoForPac(opts.path, opts.json);
-  PACSET_ASSIGN_OR_RETURN(Forest f, ImportModel(opts.path, opts.format));
+  PACSET_ASSIGN_OR_RETURN(Forest f, ImportModelWarning(opts.path, opts.format));
   size_t leaves = 0, max_depth = 0;
   for (size_t t = 0; t < f.num_trees(); ++t) {
     const uint64_t base = f.tree_offset[t];
