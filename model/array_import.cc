@@ -51,7 +51,8 @@ Status FieldError(const std::string& name, size_t t, const char* field, const st
 // routes every input exactly as the arrays' rule with threshold `t` does.
 bool MapThreshold(double t, bool strict_less, Precision precision, double* out) {
   if (std::isnan(t)) return false;
-  if (strict_less && t == -std::numeric_limits<double>::infinity()) return false;  // x < -inf: never
+  if (strict_less && t == -std::numeric_limits<double>::infinity())
+    return false;  // x < -inf: never
   if (precision == Precision::kFloat32) {
     float f = Float32AtOrBelow(t);  // float32 x <= t  <=>  x <= f
     if (strict_less && static_cast<double>(f) == t)
@@ -67,14 +68,15 @@ Status AddTree(const FlatForestSpec& spec, size_t t, const std::string& name, Fo
   const FlatTreeArrays& tree = spec.trees[t];
   const size_t n = tree.left_child.size;
   if (n == 0) return FieldError(name, t, "left_child", "a tree needs at least one node");
-  if (n > static_cast<size_t>(INT32_MAX)) return FieldError(name, t, "left_child", "tree too large");
+  if (n > static_cast<size_t>(INT32_MAX))
+    return FieldError(name, t, "left_child", "tree too large");
   auto length = [&](const ArrayView& a, size_t expected, const char* field,
                     bool optional) -> Status {
     if (optional && a.empty()) return Status::Ok();
     if (a.size != expected)
-      return FieldError(name, t, field,
-                        "expected " + std::to_string(expected) + " values, found " +
-                            std::to_string(a.size));
+      return FieldError(
+          name, t, field,
+          "expected " + std::to_string(expected) + " values, found " + std::to_string(a.size));
     return Status::Ok();
   };
   PACSET_RETURN_IF_ERROR(length(tree.right_child, n, "right_child", false));
@@ -83,9 +85,9 @@ Status AddTree(const FlatForestSpec& spec, size_t t, const std::string& name, Fo
   PACSET_RETURN_IF_ERROR(length(tree.default_left, n, "default_left", true));
   PACSET_RETURN_IF_ERROR(length(tree.leaf_value, n * spec.leaf_width, "leaf_value", false));
   PACSET_RETURN_IF_ERROR(length(tree.cardinality, n, "cardinality", true));
-  for (auto [a, field] : {std::pair{&tree.left_child, "left_child"},
-                          std::pair{&tree.right_child, "right_child"},
-                          std::pair{&tree.feature, "feature"}})
+  for (auto [a, field] :
+       {std::pair{&tree.left_child, "left_child"}, std::pair{&tree.right_child, "right_child"},
+        std::pair{&tree.feature, "feature"}})
     if (!a->is_integer())
       return FieldError(name, t, field,
                         std::string("expected integers, found ") + ElementTypeName(a->type));
@@ -107,13 +109,13 @@ Status AddTree(const FlatForestSpec& spec, size_t t, const std::string& name, Fo
     };
   };
   if (!tree.left_child.ForEach<int64_t>(child(f.left_child)))
-    return FieldError(name, t, "left_child",
-                      "node " + std::to_string(bad) + " has a child outside -1.." +
-                          std::to_string(n - 1));
+    return FieldError(
+        name, t, "left_child",
+        "node " + std::to_string(bad) + " has a child outside -1.." + std::to_string(n - 1));
   if (!tree.right_child.ForEach<int64_t>(child(f.right_child)))
-    return FieldError(name, t, "right_child",
-                      "node " + std::to_string(bad) + " has a child outside -1.." +
-                          std::to_string(n - 1));
+    return FieldError(
+        name, t, "right_child",
+        "node " + std::to_string(bad) + " has a child outside -1.." + std::to_string(n - 1));
   const int32_t* left = f.left_child.data() + base;
   const int32_t* right = f.right_child.data() + base;
   for (size_t i = 0; i < n; ++i)
@@ -169,8 +171,8 @@ StatusOr<Forest> BuildForestFromArrays(const FlatForestSpec& spec, const std::st
     return bad("leaf_width must be 1 or num_outputs (" + std::to_string(spec.num_outputs) + ")");
   if (spec.trees.empty()) return bad("the forest has no trees");
   if (!spec.base_score.empty() && spec.base_score.size() != spec.num_outputs)
-    return bad("base_score has " + std::to_string(spec.base_score.size()) +
-               " values for " + std::to_string(spec.num_outputs) + " outputs");
+    return bad("base_score has " + std::to_string(spec.base_score.size()) + " values for " +
+               std::to_string(spec.num_outputs) + " outputs");
   for (double b : spec.base_score)
     if (!std::isfinite(b)) return bad("base_score must be finite");
   if (!std::isfinite(spec.sigmoid_alpha)) return bad("sigmoid_alpha must be finite");
@@ -181,8 +183,8 @@ StatusOr<Forest> BuildForestFromArrays(const FlatForestSpec& spec, const std::st
   f.num_outputs = spec.num_outputs;
   f.num_classes = spec.num_classes;
   f.leaf_width = spec.leaf_width;
-  f.base_score = spec.base_score.empty() ? std::vector<double>(spec.num_outputs, 0.0)
-                                         : spec.base_score;
+  f.base_score =
+      spec.base_score.empty() ? std::vector<double>(spec.num_outputs, 0.0) : spec.base_score;
   f.postprocess = spec.postprocess;
   f.sigmoid_alpha = spec.sigmoid_alpha;
   f.aggregation = spec.aggregation;

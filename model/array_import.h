@@ -198,9 +198,8 @@ template <typename T>
 T ArrayView::Get(size_t i) const {
   const char* p = static_cast<const char*>(data) + static_cast<ptrdiff_t>(i) * stride;
   T out{};
-  array_view_internal::Visit(type, [&](auto s) {
-    out = array_view_internal::Load<decltype(s), T>(p);
-  });
+  array_view_internal::Visit(type,
+                             [&](auto s) { out = array_view_internal::Load<decltype(s), T>(p); });
   return out;
 }
 

@@ -11,6 +11,8 @@
 #include <cstring>
 #include <random>
 
+#include "util/atomic_file.h"
+
 namespace pacset {
 namespace store_internal {
 
@@ -135,20 +137,7 @@ std::string BaseName(const std::string& path) {
 }
 
 Status ReplaceFileAtomically(const std::string& path, const std::string& contents) {
-  std::random_device rd;
-  const std::string tmp = path + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(rd());
-  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
-  if (!fd.valid()) return Status::FromErrno("create " + tmp, errno);
-  Status s = PwriteFull(fd.get(), contents.data(), contents.size(), 0, tmp);
-  if (s.ok()) s = FsyncFd(fd.get(), tmp);
-  fd.reset();
-  if (s.ok() && ::rename(tmp.c_str(), path.c_str()) != 0)
-    s = Status::FromErrno("rename " + tmp + " to " + path, errno);
-  if (!s.ok()) {
-    ::unlink(tmp.c_str());
-    return s;
-  }
-  return FsyncDir(DirName(path));
+  return WriteFileAtomically(path, contents);
 }
 
 StatusOr<UniqueFd> LockFile(const std::string& path, LockMode mode) {
