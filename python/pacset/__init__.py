@@ -211,9 +211,11 @@ class Forest:
             return leaves.astype(np.float32)
         if family == "sklearn":
             estimator = self._source.get("objective", "")
-            if estimator.startswith("GradientBoosting"):
+            if estimator == "GradientBoostingClassifier":
                 k = self.num_outputs
                 return leaves.astype(np.float64).reshape(leaves.shape[0], -1, k)
+            if estimator == "GradientBoostingRegressor":
+                return leaves.astype(np.float64)
             if estimator.startswith(("DecisionTree", "ExtraTree")) and not estimator.startswith(
                 "ExtraTrees"
             ):
