@@ -17,7 +17,7 @@ struct MatrixView {
   const char* data = nullptr;
   size_t rows = 0, cols = 0;
   ptrdiff_t row_stride = 0, col_stride = 0;  // bytes
-  bool float32 = false;                       // else float64
+  bool float32 = false;                      // else float64
 };
 
 // rows * engine.num_columns(margin) values, row-major, into `out`.

@@ -30,7 +30,9 @@ Status WriteFileAtomically(const std::string& path, std::string_view contents, i
     return s;
   }
   const size_t slash = path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  const std::string dir = slash == std::string::npos ? "."
+                          : slash == 0               ? "/"
+                                                     : path.substr(0, slash);
   const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd < 0) return Status::FromErrno("cannot open directory " + dir, errno);
   const int rc = ::fsync(dfd);

@@ -255,11 +255,13 @@ class Forest:
             )
         return cls(_core.from_buffer(buf, "<forest from frames>"))
 
-    def __reduce__(self):
+    def __reduce_ex__(self, protocol):
+        # Protocol 5 can pass the bytes out of band (no copy); older ones copy.
         import pickle
 
         header, frames = self.frames()
-        return (Forest.from_frames, (header, [pickle.PickleBuffer(f) for f in frames]))
+        wrap = pickle.PickleBuffer if protocol >= 5 else bytes
+        return (Forest.from_frames, (header, [wrap(f) for f in frames]))
 
     # ---- building ----
     @classmethod

@@ -4,8 +4,8 @@
 // numpy arrays are read in place through the buffer protocol (ArrayView,
 // MatrixView), results are written straight into new numpy arrays, the GIL
 // is released around every call that walks a forest or packs one, and a
-// Status becomes a Python exception carrying its message (kInvalidArgument
-// and kNotSupported: ValueError; kNotFound: FileNotFoundError; kIOError:
+// Status becomes a Python exception carrying its message (kInvalidArgument,
+// kNotSupported and kCorruption: ValueError; kNotFound: FileNotFoundError; kIOError:
 // OSError; the rest: pacset.PacsetError). The public API (pacset/__init__.py)
 // adds the Python-side conveniences: pandas, input checks, output shapes.
 #include <pybind11/numpy.h>
@@ -18,8 +18,8 @@
 
 #include "layout/engine.h"
 #include "layout/matrix_predict.h"
-#include "layout/pack.h"
 #include "layout/pac_file.h"
+#include "layout/pack.h"
 #include "model/array_import.h"
 #include "model/import.h"
 #include "util/atomic_file.h"
@@ -40,6 +40,7 @@ py::object& PacsetError() {
   switch (s.code()) {
     case StatusCode::kInvalidArgument:
     case StatusCode::kNotSupported:
+    case StatusCode::kCorruption:
       type = PyExc_ValueError;
       break;
     case StatusCode::kNotFound:
@@ -119,8 +120,7 @@ MatrixView Matrix(const py::array& x) {
                           " dimensions");
   const py::dtype dt = x.dtype();
   if (dt.kind() != 'f' || (dt.itemsize() != 4 && dt.itemsize() != 8))
-    throw py::value_error("expected float32 or float64 values, found " +
-                          DtypeName(dt));
+    throw py::value_error("expected float32 or float64 values, found " + DtypeName(dt));
   MatrixView m;
   m.data = static_cast<const char*>(x.data());
   m.rows = static_cast<size_t>(x.shape(0));
@@ -425,7 +425,8 @@ PYBIND11_MODULE(_core, m) {
       .def("apply", &Apply, py::arg("x"), py::arg("n_threads"))
       .def("save", &Save, py::arg("path"))
       .def("info", &Info)
-      .def("num_columns", [](const PyForest& f, bool margin) { return f.engine->num_columns(margin); })
+      .def("num_columns",
+           [](const PyForest& f, bool margin) { return f.engine->num_columns(margin); })
       .def_property_readonly("path", [](const PyForest& f) { return f.path; })
       .def_property_readonly("nbytes", [](const PyForest& f) { return f.file().size(); })
       .def_property_readonly("mapped", [](const PyForest& f) { return f.file().mapped(); });
