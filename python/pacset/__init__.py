@@ -161,6 +161,12 @@ class Forest:
     def nbytes(self):
         return self._core.nbytes
 
+    @property
+    def build_seconds(self):
+        """For a forest built here (load, from_arrays): seconds spent importing
+        or building it, laying it out and encoding it; {} for an opened one."""
+        return dict(self._core.build_seconds)
+
     def __repr__(self):
         where = self._core.path or "in memory"
         return (

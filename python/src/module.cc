@@ -12,6 +12,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -136,6 +137,8 @@ MatrixView Matrix(const py::array& x) {
 struct PyForest {
   std::unique_ptr<PacEngine> engine;
   std::string path;  // the mapped file; "" in memory
+  // Seconds spent building it (import/build, layout, encode); empty when opened.
+  std::vector<std::pair<std::string, double>> build_seconds;
 
   const PacFile& file() const { return engine->file(); }
 };
@@ -163,13 +166,17 @@ PackOptions ToPackOptions(const py::dict& o) {
 std::shared_ptr<PyForest> PackAndOpen(StatusOr<Forest> (*build)(void*), void* arg,
                                       const PackOptions& options, const std::string& name) {
   StatusOr<std::unique_ptr<PacFile>> file = Status::Internal("not packed");
+  PackReport report;
+  double build_seconds = 0;
   {
     py::gil_scoped_release nogil;
+    const auto t0 = std::chrono::steady_clock::now();
     StatusOr<Forest> forest = build(arg);
+    build_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (!forest.ok()) {
       file = forest.status();
     } else {
-      StatusOr<std::string> bytes = PackForestToBuffer(*forest, options);
+      StatusOr<std::string> bytes = PackForestToBuffer(*forest, options, &report);
       forest = Status::Internal("released");  // free the Forest before opening the packed copy
       if (!bytes.ok()) {
         file = bytes.status();
@@ -178,7 +185,11 @@ std::shared_ptr<PyForest> PackAndOpen(StatusOr<Forest> (*build)(void*), void* ar
       }
     }
   }
-  return Wrap(Take(std::move(file)), EngineOptions{}, "");
+  auto f = Wrap(Take(std::move(file)), EngineOptions{}, "");
+  f->build_seconds = {{"build", build_seconds},
+                      {"layout", report.layout_seconds},
+                      {"encode", report.encode_seconds}};
+  return f;
 }
 
 template <typename Fn>
@@ -429,6 +440,7 @@ PYBIND11_MODULE(_core, m) {
            [](const PyForest& f, bool margin) { return f.engine->num_columns(margin); })
       .def_property_readonly("path", [](const PyForest& f) { return f.path; })
       .def_property_readonly("nbytes", [](const PyForest& f) { return f.file().size(); })
+      .def_property_readonly("build_seconds", [](const PyForest& f) { return f.build_seconds; })
       .def_property_readonly("mapped", [](const PyForest& f) { return f.file().mapped(); });
 
   m.def("open", &Open, py::arg("path"), py::arg("verify_blocks") = false);
