@@ -198,15 +198,7 @@ StatusOr<Forest> BuildForestFromArrays(const FlatForestSpec& spec, const std::st
     all_counted = all_counted && !tree.cardinality.empty();
   }
   f.cardinality_source = all_counted ? CardinalitySource::kTraining : CardinalitySource::kNone;
-  f.tree_offset.reserve(spec.trees.size() + 1);
-  f.tree_group.reserve(spec.trees.size());
-  f.left_child.reserve(total);
-  f.right_child.reserve(total);
-  f.split_feature.reserve(total);
-  f.threshold.reserve(total);
-  f.flags.reserve(total);
-  f.cardinality.reserve(total);
-  f.leaf_value.reserve(total * spec.leaf_width);
+  f.Reserve(spec.trees.size(), total);
   for (size_t t = 0; t < spec.trees.size(); ++t) PACSET_RETURN_IF_ERROR(AddTree(spec, t, name, f));
   PACSET_RETURN_IF_ERROR(f.Validate().WithContext(name));
   return f;

@@ -142,6 +142,9 @@ struct Forest {
   // Appends a tree with `n` nodes initialised as leaves with zero values and
   // returns the global id of its root.
   uint64_t AddTree(uint32_t group, uint32_t n);
+  // Reserves room for `trees` trees of `nodes` nodes in all (leaf_width set
+  // first), so building a large forest does not reallocate its arrays.
+  void Reserve(size_t trees, size_t nodes);
 
   // Checks every structural invariant (array sizes, child ids in range, no
   // node with two parents, root nobody's child, features < num_features,

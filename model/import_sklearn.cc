@@ -489,13 +489,7 @@ StatusOr<Forest> ImportSklearnArrays(const SklearnEstimatorArrays& est, const st
   if (est.trees.empty()) return FieldError(name, "trees", "the model has no trees");
   size_t total_nodes = 0;
   for (const auto& tree : est.trees) total_nodes += tree.children_left.size;
-  f.left_child.reserve(total_nodes);
-  f.right_child.reserve(total_nodes);
-  f.split_feature.reserve(total_nodes);
-  f.threshold.reserve(total_nodes);
-  f.flags.reserve(total_nodes);
-  f.cardinality.reserve(total_nodes);
-  f.leaf_value.reserve(total_nodes * f.leaf_width);
+  f.Reserve(est.trees.size(), total_nodes);
   TreeScratch scratch;
   for (size_t t = 0; t < est.trees.size(); ++t) {
     const SklearnTreeArrays& tree = est.trees[t];

@@ -339,26 +339,17 @@ std::shared_ptr<PyForest> FromArrays(const py::dict& spec_d, const py::list& tre
 
 // ---- Forest methods ----
 
-py::array Predict(const PyForest& f, const py::array& x, bool margin, int threads,
-                  bool float32_out) {
-  const MatrixView m = Matrix(x);
-  const size_t cols = f.engine->num_columns(margin);
+void CheckWidth(const PyForest& f, const MatrixView& m) {
   if (m.cols != f.engine->num_features())
     throw py::value_error("X has " + std::to_string(m.cols) + " columns but the forest has " +
                           std::to_string(f.engine->num_features()) + " features");
+}
+
+template <typename T>
+py::array PredictAs(const PyForest& f, const MatrixView& m, bool margin, int threads) {
+  py::array_t<T> out({m.rows, static_cast<size_t>(f.engine->num_columns(margin))});
+  T* dst = out.mutable_data();
   Status s;
-  if (float32_out) {
-    py::array_t<float> out({m.rows, cols});
-    float* dst = out.mutable_data();
-    {
-      py::gil_scoped_release nogil;
-      s = PredictMatrix(*f.engine, m, margin, threads, dst);
-    }
-    Check(s);
-    return std::move(out);
-  }
-  py::array_t<double> out({m.rows, cols});
-  double* dst = out.mutable_data();
   {
     py::gil_scoped_release nogil;
     s = PredictMatrix(*f.engine, m, margin, threads, dst);
@@ -367,11 +358,17 @@ py::array Predict(const PyForest& f, const py::array& x, bool margin, int thread
   return std::move(out);
 }
 
+py::array Predict(const PyForest& f, const py::array& x, bool margin, int threads,
+                  bool float32_out) {
+  const MatrixView m = Matrix(x);
+  CheckWidth(f, m);
+  return float32_out ? PredictAs<float>(f, m, margin, threads)
+                     : PredictAs<double>(f, m, margin, threads);
+}
+
 py::array Apply(const PyForest& f, const py::array& x, int threads) {
   const MatrixView m = Matrix(x);
-  if (m.cols != f.engine->num_features())
-    throw py::value_error("X has " + std::to_string(m.cols) + " columns but the forest has " +
-                          std::to_string(f.engine->num_features()) + " features");
+  CheckWidth(f, m);
   if (!f.file().has_leaf_ids())
     Raise(Status::NotSupported("the forest was packed without leaf ids (leaf_ids=False)"));
   py::array_t<int32_t> out({m.rows, static_cast<size_t>(f.engine->num_trees())});
