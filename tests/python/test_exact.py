@@ -169,3 +169,29 @@ def test_empty_input_gives_empty_output(xgb_models, data):
     forest = pacset.load(xgb_models["xgb-softprob"])
     out = forest.predict(np.zeros((0, data[0].shape[1]), dtype=np.float32))
     assert out.shape == (0, 3) and out.dtype == np.float32
+
+
+@pytest.mark.parametrize("fixture", ["binary.txt", "multiclass.txt", "missing_types.txt"])
+def test_lightgbm_text_models_predict_what_pacset_predict_does(fixture, request, tmp_path):
+    import os
+    import subprocess
+
+    pacset_bin = request.config.getoption("--pacset")
+    if not pacset_bin:
+        pytest.skip("needs --pacset")
+    model = os.path.join(os.path.dirname(__file__), "..", "data", "lightgbm", fixture)
+    forest = pacset.load(model)
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(300, forest.num_features)) * 3
+    X[rng.random(size=X.shape) < 0.1] = np.nan
+    X[::17] = 0.0
+    (tmp_path / "rows.csv").write_text(
+        "\n".join(",".join(repr(float(v)) for v in r) for r in X) + "\n")  # NaN as "nan"
+    for flag, method in (([], forest.predict), (["--margin"], forest.predict_margin),
+                         (["--leaf"], forest.apply)):
+        out = subprocess.run([pacset_bin, "predict", model, "--input", str(tmp_path / "rows.csv"),
+                              *flag], capture_output=True, text=True, check=True).stdout
+        want = np.array([[float(v) for v in line.split(",")] for line in out.split()])
+        got = method(X)
+        assert got.dtype == (np.int32 if flag == ["--leaf"] else np.float64)
+        assert np.array_equal(got.reshape(len(X), -1), want), f"{fixture} {flag}"
