@@ -2,6 +2,7 @@
 // the importer). A forest that is returned must validate and predict.
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "model/import.h"
@@ -11,7 +12,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
   const std::string_view text(reinterpret_cast<const char*>(data) + 1, size - 1);
   pacset::StatusOr<pacset::Forest> f = pacset::Status::InvalidArgument("");
-  switch (data[0] % 4) {
+  switch (data[0] % 5) {
     case 0:
       f = pacset::ImportXgboostJson(text, "fuzz.json");
       break;
@@ -23,6 +24,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       break;
     case 3:
       f = pacset::ImportLightgbmText(text, "fuzz.txt");
+      break;
+    case 4:  // the exporter's binary stream, magic supplied
+      f = pacset::ImportSklearnStream(
+          std::string(pacset::kSklearnStreamMagic, sizeof(pacset::kSklearnStreamMagic)) +
+              std::string(text),
+          "fuzz.joblib");
       break;
   }
   if (!f.ok()) return 0;

@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 SECONDS_PER_TARGET=${1:-30}
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DPACSET_FUZZ=ON -DPACSET_SANITIZE=address,undefined -DPACSET_BUILD_TESTS=OFF \
-  -DPACSET_BUILD_BENCHMARKS=OFF >/dev/null
+  -DPACSET_BUILD_BENCHMARKS=OFF -DPACSET_BUILD_PYTHON=OFF >/dev/null
 cmake --build build-fuzz -j"$(nproc)" --target pac_file_fuzzer model_import_fuzzer csv_fuzzer \
   trace_fuzzer pacset
 C=build-fuzz/corpus
