@@ -179,7 +179,17 @@ def run_predict(args):
     import xgboost as xgb
 
     cases = []
-    if args.xgb and os.path.exists(args.xgb):
+    if args.xgb == "train" or (args.xgb and not os.path.exists(args.xgb)):
+        # No trained model at hand: a 300-tree multi:softprob model on synthetic data.
+        from sklearn.datasets import make_classification
+
+        X, y = make_classification(n_samples=20000, n_features=50, n_informative=30,
+                                   n_classes=5, random_state=0)
+        X = X.astype(np.float32)
+        booster = xgb.train({"objective": "multi:softprob", "num_class": 5, "max_depth": 8,
+                             "nthread": 2}, xgb.DMatrix(X[:15000], label=y[:15000]), 60)
+        cases.append(("XGBoost 300 trees (synthetic, 50 features)", booster, X[15000:]))
+    elif args.xgb and os.path.exists(args.xgb):
         booster = xgb.Booster(model_file=args.xgb)
         test = os.path.join(os.path.dirname(args.xgb), "test.csv")
         X = np.loadtxt(test, delimiter=",", skiprows=1, dtype=np.float32)

@@ -79,11 +79,16 @@ TEST(SklearnArrays, StridedNodeRecordsImportLikeTheExportedJson) {
                          {"threshold", {0.3, -2, 2.5, -2, -2}},
                          {"value", c.value},
                          {"n_node_samples", {10, 4, 6, 2, 4}}};
-  nlohmann::json doc = {{"format", "pacset-sklearn"}, {"format_version", 1},
-                        {"sklearn_version", "1.2.1"}, {"estimator", "RandomForestClassifier"},
-                        {"task", "binary"},          {"n_features", 2},
-                        {"n_classes", 2},            {"classes", {0, 1}},
-                        {"aggregation", "mean"},     {"trees", {tree, tree}}};
+  nlohmann::json doc = {{"format", "pacset-sklearn"},
+                        {"format_version", 1},
+                        {"sklearn_version", "1.2.1"},
+                        {"estimator", "RandomForestClassifier"},
+                        {"task", "binary"},
+                        {"n_features", 2},
+                        {"n_classes", 2},
+                        {"classes", {0, 1}},
+                        {"aggregation", "mean"},
+                        {"trees", {tree, tree}}};
   auto g = ImportSklearnJson(doc.dump(), "m.json");
   ASSERT_TRUE(g.ok()) << g.status().ToString();
   EXPECT_EQ(f->threshold, g->threshold);
@@ -119,11 +124,11 @@ TEST(SklearnStream, ReadsBlobArraysAndRefusesReferencesOutsideTheStream) {
   auto put = [&](const auto& v) {
     const size_t offset = blob.size();
     blob.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(v[0]));
-    return nlohmann::json{{"dtype", sizeof(v[0]) == 8 && std::is_floating_point_v<
-                                                            std::decay_t<decltype(v[0])>>
-                                        ? "<f8"
-                                        : "<i8"},
-                          {"blob", {offset, v.size()}}};
+    return nlohmann::json{
+        {"dtype", sizeof(v[0]) == 8 && std::is_floating_point_v<std::decay_t<decltype(v[0])>>
+                      ? "<f8"
+                      : "<i8"},
+        {"blob", {offset, v.size()}}};
   };
   nlohmann::json tree = {{"children_left", put(std::vector<int64_t>{1, -1, -1})},
                          {"children_right", put(std::vector<int64_t>{2, -1, -1})},
@@ -131,11 +136,16 @@ TEST(SklearnStream, ReadsBlobArraysAndRefusesReferencesOutsideTheStream) {
                          {"threshold", put(std::vector<double>{1.5, -2, -2})},
                          {"value", put(std::vector<double>{0, 4, 8})},
                          {"n_node_samples", put(std::vector<int64_t>{3, 1, 2})}};
-  nlohmann::json doc = {{"format", "pacset-sklearn"}, {"format_version", 1},
-                        {"sklearn_version", "1.2.1"}, {"estimator", "DecisionTreeRegressor"},
-                        {"task", "regression"},      {"n_features", 2},
-                        {"n_classes", 1},            {"classes", nlohmann::json::array()},
-                        {"aggregation", "mean"},     {"trees", {tree}}};
+  nlohmann::json doc = {{"format", "pacset-sklearn"},
+                        {"format_version", 1},
+                        {"sklearn_version", "1.2.1"},
+                        {"estimator", "DecisionTreeRegressor"},
+                        {"task", "regression"},
+                        {"n_features", 2},
+                        {"n_classes", 1},
+                        {"classes", nlohmann::json::array()},
+                        {"aggregation", "mean"},
+                        {"trees", {tree}}};
   auto stream = [&](const nlohmann::json& d, const std::string& b) {
     const std::string text = d.dump();
     std::string s(kSklearnStreamMagic, sizeof(kSklearnStreamMagic));

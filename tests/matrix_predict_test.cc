@@ -24,8 +24,8 @@ std::unique_ptr<PacEngine> Packed(const Forest& f) {
 // Every layout of the input (float32/float64, C/Fortran order, a strided
 // slice) gives the engine's own results on the same values, for any thread count.
 TEST(MatrixPredict, AnyDtypeOrderAndStrideMatchesTheEngine) {
-  for (auto flavor : {testing::Flavor::kXgboost, testing::Flavor::kSklearnProba,
-                      testing::Flavor::kLightgbm}) {
+  for (auto flavor :
+       {testing::Flavor::kXgboost, testing::Flavor::kSklearnProba, testing::Flavor::kLightgbm}) {
     testing::RandomForestSpec spec;
     spec.flavor = flavor;
     const Forest forest = testing::MakeRandomForest(spec);
@@ -75,8 +75,12 @@ TEST(MatrixPredict, WrongWidthIsInvalidArgument) {
   const Forest forest = testing::MakeRandomForest({});
   auto engine = Packed(forest);
   std::vector<double> x(10 * (forest.num_features + 1));
-  MatrixView v{reinterpret_cast<const char*>(x.data()), 10, forest.num_features + 1,
-               static_cast<ptrdiff_t>(8 * (forest.num_features + 1)), 8, false};
+  MatrixView v{reinterpret_cast<const char*>(x.data()),
+               10,
+               forest.num_features + 1,
+               static_cast<ptrdiff_t>(8 * (forest.num_features + 1)),
+               8,
+               false};
   std::vector<double> out(100);
   Status s = PredictMatrix(*engine, v, false, 1, out.data());
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
