@@ -26,6 +26,7 @@
 #include "trace/request_marks.h"
 #include "trace/trace_weights.h"
 #include "util/csv.h"
+#include "util/parallel.h"
 
 namespace pacset {
 namespace {
@@ -33,18 +34,10 @@ namespace {
 // Runs fn(begin, end) over [0, n) split into `threads` contiguous chunks.
 template <typename Fn>
 void ParallelRows(size_t n, int threads, Fn fn) {
-  threads = std::max(1, std::min<int>(threads, static_cast<int>(std::max<size_t>(n, 1))));
-  if (threads == 1) {
-    fn(size_t{0}, n);
-    return;
-  }
-  std::vector<std::thread> pool;
-  const size_t chunk = (n + threads - 1) / threads;
-  for (int i = 0; i < threads; ++i) {
-    const size_t b = std::min(n, i * chunk), e = std::min(n, b + chunk);
-    pool.emplace_back([=] { fn(b, e); });
-  }
-  for (auto& t : pool) t.join();
+  (void)ParallelFor(n, threads, 1, [&](size_t b, size_t e) {
+    fn(b, e);
+    return Status::Ok();
+  });
 }
 
 // ImportModel, with the import's warnings shown on stderr.
