@@ -14,6 +14,13 @@ void SealBlock(char* block, uint32_t block_size, uint64_t block_index) {
   std::memcpy(block + block_size - 8, &sum, 8);
 }
 
+bool BlockTrailerMatches(const char* block, uint32_t block_size, uint64_t expected_index) {
+  uint64_t index, sum;
+  std::memcpy(&index, block + block_size - 16, 8);
+  std::memcpy(&sum, block + block_size - 8, 8);
+  return index == expected_index && Checksum64(block, block_size - 8) == sum;
+}
+
 Status VerifyBlock(const char* block, uint32_t block_size, uint64_t expected_index,
                    const std::string& what) {
   uint64_t index, sum;

@@ -34,6 +34,11 @@ uint64_t Checksum64(const void* data, size_t n);
 // Writes the trailer of `block` (block_size bytes; payload already filled).
 void SealBlock(char* block, uint32_t block_size, uint64_t block_index);
 
+// True when the trailer matches (checksum and index). Allocates nothing and
+// builds no message, so it may run where a SIGBUS can jump out
+// (layout/internal/sigbus.h).
+bool BlockTrailerMatches(const char* block, uint32_t block_size, uint64_t expected_index);
+
 // OK when the trailer matches; otherwise kCorruption naming `what` (e.g.
 // "forest 'x' generation 3") and the block, never the bytes.
 Status VerifyBlock(const char* block, uint32_t block_size, uint64_t expected_index,

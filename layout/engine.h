@@ -1,27 +1,41 @@
 // The bundled inference engine for .pac files.
 //
-// It maps the file read-only and touches only the nodes a row's paths go
-// through (plus the metadata at open), so on a pacsetfs mount or a cold disk
-// a prediction reads a few blocks instead of the whole model. Results are
-// bit-identical to the in-memory predictor (model/predict.h) for every
-// layout, block size and bin depth.
+// It touches only the blocks a row's paths go through (plus the metadata at
+// open), so on a pacsetfs mount or a cold disk a prediction reads a few
+// blocks instead of the whole model. Results are bit-identical to the
+// in-memory predictor (model/predict.h) for every layout, block size and bin
+// depth, whichever way the blocks arrive.
 //
-// Safety: every reference is checked before it is followed (inside the node
-// region, not across a block trailer, known kind, feature in range, no path
-// longer than the header's max depth), so a corrupt or hostile file gives a
-// kCorruption status, never an out-of-bounds read. A page that cannot be read
-// (SIGBUS from EIO on a mount) gives kIOError naming the block.
+// Two walks, one result:
+//  - in flight (cold): every (row, tree) walk of a request advances until its
+//    next block is not in memory; the blocks of all waiting walks are read at
+//    once (up to EngineOptions::max_in_flight) and each walk continues as its
+//    block arrives. A cold row thus costs a few rounds of parallel reads, not
+//    one read per block (layout/block_source.h, layout/inflight_walk.cc).
+//  - warm: once every block is in memory and verified, rows walk the mapping
+//    four at a time with no per-node residency checks (layout/warm_walk.cc).
 //
-// Thread-safety: a PacEngine is immutable after Open; Predict may be called
-// from many threads at once.
+// Safety: every block is verified (checksum and index in its trailer) the
+// first time it is used, unless EngineOptions::verify_blocks is off; every
+// reference is checked before it is followed (inside the node region, not
+// across a block trailer, known kind, feature in range, no path longer than
+// the header's max depth). A corrupt or hostile file gives kCorruption, never
+// an out-of-bounds read or a wrong prediction from a corrupt block; a block
+// that cannot be read (EIO on a mount, a file truncated under us) gives
+// kIOError naming the block.
+//
+// Thread-safety: a PacEngine is immutable after Open except for internal
+// caches; Predict may be called from many threads at once.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "layout/block_source.h"
 #include "layout/pac_file.h"
 #include "model/output.h"
 #include "util/csv.h"
@@ -30,16 +44,41 @@
 namespace pacset {
 
 struct EngineOptions {
-  // Verify each node block's checksum the first time it is touched.
-  bool verify_blocks = false;
+  // Verify each block (checksum and index) the first time it is used, once
+  // per block. Costs a hash of each block once; through a pacsetfs mount the
+  // daemon has verified the block too, and checking again is as cheap.
+  bool verify_blocks = true;
+  // Most blocks read at once by one request waiting for blocks (and I/O
+  // threads per engine). 32 measured best on local virtio disks: one cold
+  // row of a 682-tree forest at 4 KiB, bench/cold_bench.py.
+  uint32_t max_in_flight = 32;
+  // A request of several rows that walks many trees (at least one per 8
+  // node blocks) reads the whole node region in large sequential reads,
+  // cheaper than that many random ones. Off: every request reads only the
+  // blocks its walks need (what a per-request trace should see).
+  bool sequential_reads = true;
+};
+
+// What requests did so far (for --timing and benchmarks).
+struct EngineStats {
+  uint64_t warm_requests = 0;      // walked the warm image
+  uint64_t inflight_requests = 0;  // walked in flight
+  uint64_t blocks_fetched = 0;     // blocks read because no walk found them in memory
+  uint64_t fetch_waits = 0;        // rounds of arrivals waited for
 };
 
 class PacEngine {
  public:
+  // Makes the source of a file's blocks (default: NewPacFileSource). Tests
+  // wrap the default one to delay, reorder, fail or count reads.
+  using SourceFactory =
+      std::function<std::unique_ptr<BlockSource>(const PacFile&, const EngineOptions&)>;
+
   static StatusOr<std::unique_ptr<PacEngine>> Open(const std::string& path,
                                                    const EngineOptions& options = {});
   static StatusOr<std::unique_ptr<PacEngine>> FromFile(std::unique_ptr<PacFile> file,
-                                                       const EngineOptions& options = {});
+                                                       const EngineOptions& options = {},
+                                                       const SourceFactory& source = nullptr);
 
   const PacFile& file() const { return *file_; }
   const OutputRule& output_rule() const { return rule_; }
@@ -65,29 +104,21 @@ class PacEngine {
   // read at open are blocks [0, header().node_first_block).
   Status TouchedBlocks(const double* row, std::vector<uint64_t>* blocks) const;
 
+  EngineStats stats() const;
+
  private:
+  struct Counters {
+    std::atomic<uint64_t> warm{0}, inflight{0}, fetched{0}, waits{0};
+  };
   PacEngine() = default;
-  // kFast: predictions; kLeaves: leaf ids; kHooked: one row at a time with
-  // per-block hooks (tracing touched blocks, verifying checksums).
-  enum Mode { kFast = 0, kLeaves = 1, kHooked = 2 };
-  template <typename NodeT, bool kF32Input, typename Acc, int kMode>
   Status Run(const RowMatrix& rows, size_t begin, size_t end, bool margin, double* out,
-             int32_t* leaves, std::vector<uint64_t>* trace) const;
-  template <typename NodeT, bool kF32Input, typename Acc, int kMode, size_t kBlockRows>
-  __attribute__((noinline)) Status RunLoop(const RowMatrix& rows, size_t begin, size_t end,
-                                           bool margin, double* out, int32_t* leaves,
-                                           std::vector<uint64_t>* trace, Acc* acc, float* x32,
-                                           double* margins) const;
-  template <int kMode>
-  Status Dispatch(const RowMatrix& rows, size_t begin, size_t end, bool margin, double* out,
-                  int32_t* leaves, std::vector<uint64_t>* trace) const;
-  Status Corrupt(uint64_t tree, const std::string& what) const;
-  Status CheckBlock(uint64_t block) const;
+             int32_t* leaves) const;
 
   std::unique_ptr<PacFile> file_;
+  std::unique_ptr<BlockSource> source_;
   OutputRule rule_;
   EngineOptions options_;
-  std::unique_ptr<std::atomic<uint64_t>[]> verified_;  // bitmap, when verify_blocks
+  mutable Counters counters_;
 };
 
 }  // namespace pacset

@@ -5,47 +5,43 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 
-#include "layout/internal/sigbus.h"
+#include "util/file_io.h"
 
 namespace pacset {
 
 PacFile::~PacFile() {
   if (map_) munmap(map_, size_);
+  if (fd_ >= 0) close(fd_);
 }
 
 StatusOr<std::unique_ptr<PacFile>> PacFile::Open(const std::string& path) {
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Status::FromErrno("cannot open " + path, errno);
-  struct stat st;
-  if (fstat(fd, &st) != 0) {
-    int err = errno;
-    close(fd);
-    return Status::FromErrno("cannot stat " + path, err);
-  }
   std::unique_ptr<PacFile> f(new PacFile());
   f->name_ = path;
+  f->fd_ = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (f->fd_ < 0) return Status::FromErrno("cannot open " + path, errno);
+  struct stat st;
+  if (fstat(f->fd_, &st) != 0) return Status::FromErrno("cannot stat " + path, errno);
   f->size_ = static_cast<uint64_t>(st.st_size);
-  if (f->size_ < kFixedHeaderSize + 8) {
-    close(fd);
+  if (f->size_ < kFixedHeaderSize + 8)
     return Status::InvalidArgument(path + ": too short to be a .pac file (" +
                                    std::to_string(f->size_) + " bytes)");
-  }
-  void* m = mmap(nullptr, f->size_, PROT_READ, MAP_SHARED, fd, 0);
-  int err = errno;
-  close(fd);
-  if (m == MAP_FAILED) return Status::FromErrno("cannot map " + path, err);
+  void* m = mmap(nullptr, f->size_, PROT_READ, MAP_SHARED, f->fd_, 0);
+  if (m == MAP_FAILED) return Status::FromErrno("cannot map " + path, errno);
   f->map_ = m;
   f->data_ = static_cast<const char*>(m);
   // Inference touches a few scattered pages: without this, every fault on a
   // cold local file reads 128 KiB or more around it (measured on a 1 GB
   // forest: cold one-row prediction 229 ms -> 38 ms; warm throughput within
-  // noise). Through pacsetfs the daemon already limits readahead.
+  // noise). Through pacsetfs the daemon already limits readahead. The same
+  // for reads through the descriptor (the engine's block fetches).
   (void)madvise(m, f->size_, MADV_RANDOM);
-
-  PACSET_RETURN_IF_ERROR(f->Init());
+  (void)posix_fadvise(f->fd_, 0, 0, POSIX_FADV_RANDOM);
+  PACSET_RETURN_IF_ERROR(f->ReadMetadata());
   return f;
 }
 
@@ -57,7 +53,7 @@ StatusOr<std::unique_ptr<PacFile>> PacFile::FromBuffer(std::string bytes, const 
   f->size_ = f->owned_.size();
   if (f->size_ < kFixedHeaderSize + 8)
     return Status::InvalidArgument(name + ": too short to be a .pac file");
-  PACSET_RETURN_IF_ERROR(f->Init());
+  PACSET_RETURN_IF_ERROR(f->Init(f->data_, f->size_));
   return f;
 }
 
@@ -71,84 +67,88 @@ StatusOr<std::unique_ptr<PacFile>> PacFile::FromMemory(const char* data, uint64_
   f->size_ = size;
   if (f->size_ < kFixedHeaderSize + 8)
     return Status::InvalidArgument(name + ": too short to be a .pac file");
-  PACSET_RETURN_IF_ERROR(f->Init());
+  PACSET_RETURN_IF_ERROR(f->Init(f->data_, f->size_));
   return f;
 }
 
-Status PacFile::Init() {
-  // Everything here reads the mapping; a SIGBUS (EIO from a mount) becomes an error.
-  SigbusScope scope(data_, size_, 4096);
-  if (sigsetjmp(*scope.env(), 1) != 0) return scope.Error(name_);
-  scope.Arm();
-  const size_t avail = std::min<uint64_t>(size_, kMaxBlockSize);
-  auto header = PacHeader::DecodeFrom(data_, avail, name_);
-  if (!header.ok()) {
-    scope.Disarm();
-    return header.status();
+Status PacFile::ReadMetadata() {
+  // The header first (block 0 starts with it; it is at most ~32 KiB), then
+  // the rest of the metadata blocks: a few small reads, not a block size's
+  // worth of guessing (which would read up to 1 MiB cold).
+  meta_.resize(std::min<uint64_t>(size_, kMinBlockSize));
+  PACSET_RETURN_IF_ERROR(PreadFull(fd_, meta_.data(), meta_.size(), 0, name_));
+  uint32_t header_size = 0;
+  std::memcpy(&header_size, meta_.data() + 12, 4);
+  if (header_size > meta_.size() && header_size <= std::min<uint64_t>(size_, kMaxBlockSize)) {
+    const size_t had = meta_.size();
+    meta_.resize(header_size);
+    PACSET_RETURN_IF_ERROR(PreadFull(fd_, meta_.data() + had, header_size - had, had, name_));
   }
-  header_ = std::move(header).value();
+  PACSET_ASSIGN_OR_RETURN(PacHeader h, PacHeader::DecodeFrom(meta_.data(), meta_.size(), name_));
+  const uint64_t meta_bytes = h.node_first_block * h.block_size;
+  if (meta_bytes > size_)
+    return Status::Corruption(name_ + ": file is " + std::to_string(size_) +
+                              " bytes but its metadata needs " + std::to_string(meta_bytes) +
+                              " (truncated)");
+  if (meta_bytes > meta_.size()) {
+    const size_t had = meta_.size();
+    meta_.resize(meta_bytes);
+    PACSET_RETURN_IF_ERROR(PreadFull(fd_, meta_.data() + had, meta_bytes - had, had, name_));
+  }
+  return Init(meta_.data(), meta_.size());
+}
+
+Status PacFile::Init(const char* meta, uint64_t meta_size) {
+  meta_data_ = meta;
+  meta_size_ = meta_size;
+  const size_t avail = std::min<uint64_t>(meta_size, kMaxBlockSize);
+  PACSET_ASSIGN_OR_RETURN(header_, PacHeader::DecodeFrom(meta, avail, name_));
   const PacHeader& h = header_;
   const uint64_t expected = h.block_count * h.block_size;
-  if (size_ != expected) {
-    scope.Disarm();
+  if (size_ != expected)
     return Status::Corruption(name_ + ": file is " + std::to_string(size_) +
                               " bytes but its header says " + std::to_string(expected) +
                               (size_ < expected ? " (truncated)" : ""));
-  }
-  for (uint64_t b = 0; b < h.node_first_block; ++b) {
-    Status s = VerifyBlock(data_ + b * h.block_size, h.block_size, b, name_);
-    if (!s.ok()) {
-      scope.Disarm();
-      return s;
-    }
-  }
+  const uint64_t meta_end = h.node_first_block * h.block_size;
+  if (meta_end > meta_size) return Status::Corruption(name_ + ": metadata blocks are missing");
+  for (uint64_t b = 0; b < h.node_first_block; ++b)
+    PACSET_RETURN_IF_ERROR(VerifyBlock(meta + b * h.block_size, h.block_size, b, name_));
   const SectionEntry& nodes = *h.FindSection(SectionType::kNodes);
   node_begin_unit_ = h.node_first_block * h.block_size / kUnit;
   node_end_unit_ = (h.node_first_block + h.node_block_count) * h.block_size / kUnit;
-  if (nodes.offset != h.node_first_block * h.block_size) {
-    scope.Disarm();
+  if (nodes.offset != meta_end)
     return Status::Corruption(name_ + ": node section does not start at the node region");
-  }
   const SectionEntry& tt = *h.FindSection(SectionType::kTreeTable);
   const SectionEntry& bs = *h.FindSection(SectionType::kBaseScore);
-  if (SectionEnd(tt, h.block_size) > h.node_first_block * h.block_size ||
-      SectionEnd(bs, h.block_size) > h.node_first_block * h.block_size) {
-    scope.Disarm();
+  if (SectionEnd(tt, h.block_size) > meta_end || SectionEnd(bs, h.block_size) > meta_end)
     return Status::Corruption(name_ + ": metadata sections overlap the node region");
-  }
   trees_.resize(h.num_trees);
   const uint32_t record_bytes =
       static_cast<uint32_t>((8ull * h.leaf_width + kUnit - 1) / kUnit * kUnit);
   const uint32_t node_bytes = h.node_format == 0 ? sizeof(CompactNode) : sizeof(WideNode);
-  Status bad;
-  for (uint64_t t = 0; t < h.num_trees && bad.ok(); ++t) {
-    std::memcpy(&trees_[t], data_ + SectionRecordOffset(tt, h.block_size, t), sizeof(TreeRecord));
+  for (uint64_t t = 0; t < h.num_trees; ++t) {
+    std::memcpy(&trees_[t], meta + SectionRecordOffset(tt, h.block_size, t), sizeof(TreeRecord));
     const TreeRecord& r = trees_[t];
     const std::string where = name_ + ": tree " + std::to_string(t);
-    if (r.root_kind > 3) {
-      bad = Status::Corruption(where + " has an unknown root kind");
-    } else if (r.root_kind == static_cast<uint8_t>(RefKind::kNode) &&
-               !RefInNodeRegion(r.root, node_bytes)) {
-      bad = Status::Corruption(where + " has its root outside the node region");
-    } else if (r.root_kind == static_cast<uint8_t>(RefKind::kLeafRecord) &&
-               !RefInNodeRegion(r.root, record_bytes)) {
-      bad = Status::Corruption(where + " has its leaf outside the node region");
-    } else if (r.root_kind == static_cast<uint8_t>(RefKind::kInlineClass) &&
-               r.root >= h.num_outputs) {
-      bad = Status::Corruption(where + " has an out-of-range class");
-    } else if (h.leaf_width == 1 && r.group >= h.num_outputs) {
-      bad = Status::Corruption(where + " has output group " + std::to_string(r.group));
-    }
+    if (r.root_kind > 3) return Status::Corruption(where + " has an unknown root kind");
+    if (r.root_kind == static_cast<uint8_t>(RefKind::kNode) && !RefInNodeRegion(r.root, node_bytes))
+      return Status::Corruption(where + " has its root outside the node region");
+    if (r.root_kind == static_cast<uint8_t>(RefKind::kLeafRecord) &&
+        !RefInNodeRegion(r.root, record_bytes))
+      return Status::Corruption(where + " has its leaf outside the node region");
+    if (r.root_kind == static_cast<uint8_t>(RefKind::kInlineClass) && r.root >= h.num_outputs)
+      return Status::Corruption(where + " has an out-of-range class");
+    if (h.leaf_width == 1 && r.group >= h.num_outputs)
+      return Status::Corruption(where + " has output group " + std::to_string(r.group));
   }
   base_score_.resize(h.num_outputs);
   for (uint32_t k = 0; k < h.num_outputs; ++k)
-    std::memcpy(&base_score_[k], data_ + SectionRecordOffset(bs, h.block_size, k), 8);
-  scope.Disarm();
-  PACSET_RETURN_IF_ERROR(bad);
+    std::memcpy(&base_score_[k], meta + SectionRecordOffset(bs, h.block_size, k), 8);
   for (double b : base_score_)
     if (std::isnan(b)) return Status::Corruption(name_ + ": base score is NaN");
   if (const SectionEntry* li = h.FindSection(SectionType::kLeafIds)) {
-    if (li->record_size == 8 && li->count >= h.node_block_count * (h.payload_size() / kUnit))
+    if (li->record_size == 8 && li->count >= h.node_block_count * (h.payload_size() / kUnit) &&
+        SectionEnd(*li, h.block_size) <= size_)
       leaf_ids_ = li;
   }
   return Status::Ok();
@@ -156,33 +156,48 @@ Status PacFile::Init() {
 
 std::string PacFile::SourceInfoJson() const {
   const SectionEntry* s = header_.FindSection(SectionType::kSourceInfo);
-  if (!s || s->record_size != 1) return "";
+  // The writer puts it in the metadata blocks; anywhere else it is ignored.
+  if (!s || s->record_size != 1 || SectionEnd(*s, header_.block_size) > meta_size_) return "";
   std::string out;
   out.reserve(s->count);
   for (uint64_t i = 0; i < s->count; ++i)
-    out.push_back(data_[SectionRecordOffset(*s, header_.block_size, i)]);
+    out.push_back(meta_data_[SectionRecordOffset(*s, header_.block_size, i)]);
   return out;
+}
+
+Status PacFile::ReadBlock(uint64_t b, char* dst) const {
+  const uint32_t bs = header_.block_size;
+  if (fd_ < 0) {
+    std::memcpy(dst, data_ + b * bs, bs);
+    return Status::Ok();
+  }
+  Status s = PreadFull(fd_, dst, bs, b * bs, name_ + " block " + std::to_string(b));
+  if (s.ok()) return s;
+  const std::string where = name_ + ": block " + std::to_string(b) + " (offset " +
+                            std::to_string(b * bs) + ") could not be read: ";
+  // PreadFull calls a short read corruption; here the file was whole at open.
+  if (s.IsCorruption())
+    return Status::IOError(where + "the file ends before it (truncated since it was opened)");
+  return Status::IOError(where + s.message());
 }
 
 std::vector<uint64_t> PacFile::VerifyBlocks() const {
   std::vector<uint64_t> bad;
-  SigbusScope scope(data_, size_, header_.block_size);
-  volatile uint64_t b = 0;
-  if (sigsetjmp(*scope.env(), 1) != 0) {
-    bad.push_back(static_cast<uint64_t>(b));  // unreadable counts as bad; go on after it
-    ++b;
-  }
-  scope.Arm();
-  for (; b < header_.block_count; ++b)
-    if (!VerifyBlock(data_ + b * header_.block_size, header_.block_size, b, name_).ok())
-      bad.push_back(static_cast<uint64_t>(b));
-  scope.Disarm();
+  std::string buf(header_.block_size, '\0');
+  for (uint64_t b = 0; b < header_.block_count; ++b)
+    if (!ReadBlock(b, buf.data()).ok() ||
+        !VerifyBlock(buf.data(), header_.block_size, b, name_).ok())
+      bad.push_back(b);
   return bad;
 }
 
-void PacFile::ChildLeafIds(uint64_t node_ref, uint32_t ids[2]) const {
+uint64_t PacFile::LeafIdsOffset(uint64_t node_ref) const {
   const uint64_t index = LeafIdIndex(node_ref - node_begin_unit_, header_.block_size);
-  std::memcpy(ids, data_ + SectionRecordOffset(*leaf_ids_, header_.block_size, index), 8);
+  return SectionRecordOffset(*leaf_ids_, header_.block_size, index);
+}
+
+void PacFile::ChildLeafIds(uint64_t node_ref, uint32_t ids[2]) const {
+  std::memcpy(ids, data_ + LeafIdsOffset(node_ref), 8);
 }
 
 }  // namespace pacset

@@ -2,9 +2,11 @@
 //
 // Open() checks what every reader needs before it touches a node: the
 // header (magic, version, checksum, field ranges), the trailers of the
-// metadata blocks, and every tree table entry. Node blocks are not read at
-// open; readers check each reference before following it (layout/engine.h),
-// and VerifyBlocks() checks every block's trailer on demand.
+// metadata blocks, and every tree table entry. It reads the metadata blocks
+// with pread into memory it owns, so an unreadable block (EIO on a pacsetfs
+// mount) is a Status here, never a SIGBUS. Node blocks are not read at open;
+// readers fetch and verify them (layout/block_source.h) and check each
+// reference before following it (layout/engine.h).
 #pragma once
 
 #include <cstdint>
@@ -24,7 +26,7 @@ class PacFile {
   PacFile& operator=(const PacFile&) = delete;
 
   // Maps `path` read-only (MAP_SHARED, so pages come from the page cache or
-  // a pacsetfs mount on demand).
+  // a pacsetfs mount on demand) and keeps it open for pread.
   static StatusOr<std::unique_ptr<PacFile>> Open(const std::string& path);
   // Takes ownership of a whole file held in memory; `name` is for messages.
   static StatusOr<std::unique_ptr<PacFile>> FromBuffer(std::string bytes, const std::string& name);
@@ -36,8 +38,12 @@ class PacFile {
                                                        const std::string& name);
 
   const PacHeader& header() const { return header_; }
+  // The whole file: the mapping, or the buffer of FromBuffer. Reading a
+  // mapped block that cannot be read raises SIGBUS (layout/internal/sigbus.h).
   const char* data() const { return data_; }
   uint64_t size() const { return size_; }
+  // The open file behind the mapping; -1 for FromBuffer.
+  int fd() const { return fd_; }
   const std::string& name() const { return name_; }
   // True for Open (a mapping of a file), false for a buffer in memory.
   bool mapped() const { return map_ != nullptr; }
@@ -45,8 +51,13 @@ class PacFile {
   const std::vector<double>& base_score() const { return base_score_; }
   std::string SourceInfoJson() const;
 
-  // Blocks whose trailer does not verify (reads the whole file).
+  // Blocks whose trailer does not verify or that cannot be read (reads the
+  // whole file with pread; no SIGBUS).
   std::vector<uint64_t> VerifyBlocks() const;
+
+  // Reads block `b` into `dst` (block_size bytes) with pread, or copies it
+  // from the buffer; kIOError naming the block when the read fails.
+  Status ReadBlock(uint64_t b, char* dst) const;
 
   // True when `ref` (in 16-byte units) addresses `bytes` bytes inside one
   // block payload of the node region.
@@ -60,14 +71,23 @@ class PacFile {
   // the leaf-id section.
   bool has_leaf_ids() const { return leaf_ids_ != nullptr; }
   void ChildLeafIds(uint64_t node_ref, uint32_t ids[2]) const;
+  // File offset of the two ids ChildLeafIds reads (they never cross a trailer).
+  uint64_t LeafIdsOffset(uint64_t node_ref) const;
 
  private:
   PacFile() = default;
-  Status Init();
+  // Parses the metadata in `meta` (the first `meta_size` bytes of the file,
+  // at least every metadata block once the header is known).
+  Status Init(const char* meta, uint64_t meta_size);
+  Status ReadMetadata();  // Open: pread the metadata blocks into meta_, then Init
 
   std::string name_;
   std::string owned_;                     // FromBuffer
   std::shared_ptr<const void> borrowed_;  // FromMemory
+  std::string meta_;                      // Open: the metadata blocks, read with pread
+  const char* meta_data_ = nullptr;       // meta_ or the buffer
+  uint64_t meta_size_ = 0;
+  int fd_ = -1;
   void* map_ = nullptr;
   const char* data_ = nullptr;
   uint64_t size_ = 0;

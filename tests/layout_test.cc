@@ -8,6 +8,7 @@
 #include "layout/engine.h"
 #include "layout/pack.h"
 #include "model/predict.h"
+#include "tests/flavor_params.h"
 #include "tests/random_forest.h"
 
 namespace pacset {
@@ -54,12 +55,7 @@ void ExpectSameAsInMemory(const Forest& f, const PacEngine& e, const RowMatrix& 
   }
 }
 
-struct Case {
-  Flavor flavor;
-  const char* name;
-};
-
-class EveryLayout : public ::testing::TestWithParam<Case> {};
+class EveryLayout : public ::testing::TestWithParam<testing::FlavorCase> {};
 
 TEST_P(EveryLayout, PredictsExactlyLikeTheInMemoryForest) {
   RandomForestSpec spec;
@@ -92,17 +88,7 @@ TEST_P(EveryLayout, PredictsExactlyLikeTheInMemoryForest) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Flavors, EveryLayout,
-                         ::testing::Values(Case{Flavor::kXgboost, "xgboost"},
-                                           Case{Flavor::kSklearnProba, "sklearn-proba"},
-                                           Case{Flavor::kSklearnReg, "sklearn-reg"},
-                                           Case{Flavor::kLightgbm, "lightgbm"}),
-                         [](const auto& info) {
-                           std::string n = info.param.name;
-                           for (auto& c : n)
-                             if (c == '-') c = '_';
-                           return n;
-                         });
+INSTANTIATE_TEST_SUITE_P(Flavors, EveryLayout, testing::AllFlavors(), testing::FlavorCaseName);
 
 TEST(Pack, IsDeterministic) {
   const Forest f = MakeRandomForest({});

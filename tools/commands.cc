@@ -214,10 +214,28 @@ Status PredictWithPacMarked(const PacEngine& engine, const RowMatrix& rows,
   return out.Close();
 }
 
+// With --timing: how the engine got its blocks.
+void ReportEngineStats(const PredictOptions& opts, const PacEngine& engine) {
+  if (!opts.timing) return;
+  const EngineStats s = engine.stats();
+  std::fprintf(stderr,
+               "predict: %llu warm + %llu in-flight requests, %llu blocks fetched in %llu rounds\n",
+               static_cast<unsigned long long>(s.warm_requests),
+               static_cast<unsigned long long>(s.inflight_requests),
+               static_cast<unsigned long long>(s.blocks_fetched),
+               static_cast<unsigned long long>(s.fetch_waits));
+}
+
 Status PredictWithPac(const PredictOptions& opts) {
-  PACSET_ASSIGN_OR_RETURN(auto engine, PacEngine::Open(opts.model));
-  PACSET_ASSIGN_OR_RETURN(RowMatrix rows, ReadCsvRows(opts.input, engine->num_features()));
   PACSET_ASSIGN_OR_RETURN(MarkPlan marks, PlanMarks(opts));
+  EngineOptions engine_options;
+  engine_options.verify_blocks = opts.verify_blocks;
+  engine_options.max_in_flight = opts.max_in_flight;
+  // Per-row requests are traced to see what each row reads: no row reads
+  // the others' blocks ahead for them.
+  engine_options.sequential_reads = marks.path.empty() || !marks.per_row;
+  PACSET_ASSIGN_OR_RETURN(auto engine, PacEngine::Open(opts.model, engine_options));
+  PACSET_ASSIGN_OR_RETURN(RowMatrix rows, ReadCsvRows(opts.input, engine->num_features()));
   if (!marks.path.empty()) return PredictWithPacMarked(*engine, rows, opts, marks);
   CsvWriter out;
   PACSET_RETURN_IF_ERROR(out.Open(opts.output));
@@ -233,6 +251,7 @@ Status PredictWithPac(const PredictOptions& opts) {
   for (int i = 0; i < std::max(1, opts.repeat); ++i)
     PACSET_RETURN_IF_ERROR(engine->PredictAll(rows, opts.margin, opts.threads, &result));
   ReportTiming(opts, rows.num_rows, t0);
+  ReportEngineStats(opts, *engine);
   const size_t cols = engine->num_columns(opts.margin);
   for (size_t r = 0; r < rows.num_rows; ++r)
     out.WriteRow(result.data() + r * cols, cols, engine->float32_outputs());

@@ -21,6 +21,10 @@ struct PredictOptions {
   int threads = 1;
   int repeat = 1;       // predict the batch this many times (benchmarking)
   bool timing = false;  // print the prediction time (CSV and model loading excluded) to stderr
+  // .pac files (layout/engine.h EngineOptions): verify each block once
+  // (false: --no-verify), and the most blocks read at once when cold.
+  bool verify_blocks = true;
+  uint32_t max_in_flight = 32;
   // Request marks (trace/request_marks.h), .pac models only: marks go to
   // `marks_file`, else to $PACSET_REQUEST_MARKS when set; one request per
   // "row" or per "batch" (default: $PACSET_REQUEST_MARKS_UNIT, else batch).

@@ -83,6 +83,13 @@ int main(int argc, char** argv) {
                 "Append request marks here (default: $PACSET_REQUEST_MARKS)");
   p->add_flag("--evict-between-rows", predict.evict_between_rows,
               "With --mark-requests row: evict the file's cached pages before each row");
+  bool no_verify = false;
+  p->add_flag("--no-verify", no_verify,
+              ".pac files: do not verify each block's checksum the first time it is used");
+  p->add_option("--max-in-flight", predict.max_in_flight,
+                ".pac files: most blocks read at once when they are not in memory")
+      ->check(CLI::Range(1, 4096))
+      ->default_val(32);
   AddFormat(p, &predict_format);
 
   pacset::InfoOptions info;
@@ -162,6 +169,7 @@ int main(int argc, char** argv) {
     auto f = pacset::ParseModelFormat(predict_format);
     if (!f.ok()) return Fail(f.status());
     predict.format = *f;
+    predict.verify_blocks = !no_verify;
     s = pacset::RunPredict(predict);
   } else if (*i) {
     auto f = pacset::ParseModelFormat(info_format);

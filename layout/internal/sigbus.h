@@ -1,14 +1,24 @@
 // Turning SIGBUS on a mapped .pac file into a Status.
 //
 // A page of a mapped file that cannot be read (pacsetfs answers EIO for a
-// corrupt or unreachable block) reaches the reader as SIGBUS. Code that
-// touches a mapping arms a per-thread recovery point first:
+// corrupt or unreachable block, a file truncated under us) reaches the
+// reader as SIGBUS. The engine reads blocks with pread first (a Status, not
+// a signal), so this guards the rare page evicted since and unreadable now.
+// Code that touches a mapping arms a per-thread recovery point first:
 //
-//   SigbusScope scope(base, size);
-//   if (sigsetjmp(*scope.env(), 1) != 0) return scope.Error(name);
+//   SigbusScope scope(base, size, block_size);
+//   if (sigsetjmp(*scope.env(), 0) != 0) return scope.Error(name);
 //   scope.Arm();
-//   ... touch the mapping (no objects with destructors created here) ...
+//   PlainLoop(...);  // touches the mapping
 //   scope.Disarm();
+//
+// The jump skips every frame between the fault and the sigsetjmp, so the
+// armed code must be plain: no object with a destructor alive in those
+// frames (C++ forbids a longjmp over one), no locks, no allocation; it
+// reports problems as plain values (layout/internal/walk.h WalkFault) that
+// the caller turns into a Status after Disarm. The handler runs with
+// SA_NODEFER and an empty mask, so there is no signal mask to restore:
+// sigsetjmp(env, 0) avoids a system call per arming.
 //
 // A SIGBUS outside an armed range keeps its default action (the process dies).
 #pragma once

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "util/file_io.h"
 #include "util/status.h"
 
 namespace pacset {
@@ -43,10 +44,8 @@ class UniqueFd {
   int fd_ = -1;
 };
 
-// pread/pwrite of exactly n bytes (retrying short transfers and EINTR).
-// PreadFull reports a short file as kCorruption naming `what`.
-Status PreadFull(int fd, char* buf, size_t n, uint64_t offset, const std::string& what);
-Status PwriteFull(int fd, const char* buf, size_t n, uint64_t offset, const std::string& what);
+using ::pacset::PreadFull;  // util/file_io.h
+using ::pacset::PwriteFull;
 
 Status FsyncFd(int fd, const std::string& what);
 Status FsyncDir(const std::string& dir);

@@ -1,0 +1,252 @@
+#!/usr/bin/python3
+"""Cold predictions against the disk's own limits (issue 10), in one run.
+
+  bench/cold_bench.py --bin build/tools --old-bin OLD/build/tools \\
+      --model /work/models/rf682/rf.joblib --rows /work/models/rf682/test.csv \\
+      [--work DIR] [--rounds 7] [--block-sizes 4KiB,64KiB] [--mount] [--fio]
+
+Run as root (it writes /proc/sys/vm/drop_caches) while nothing else measures.
+--old-bin is a build of the engine to compare with (e.g. `main` built in a
+separate directory); without it only the new engine runs. --fio needs fio
+(`apt-get install fio`; a benchmark tool, not a dependency of the tests).
+
+For the forest packed at each block size (packed once into --work):
+  * cold: one row, 10 rows, 100 rows (different rows each round), each a fresh
+    `pacset predict` after dropping the page cache; the programs and the CSV
+    are then read back, so only the model is cold. Wall time of the process;
+    bytes it read from the disk (getrusage ru_inblock); blocks the new engine
+    fetched (its --timing line). Baseline in the same rounds: `cat
+    forest.pac > /dev/null`, cold. Outputs of new and old engine compared.
+  * warm: batch throughput on the whole test CSV with every page cached,
+    rows/s of the new engine (verifying blocks, and --no-verify) and the old.
+  * --mount: the cold row through pacsetfs mounts of a RocksDB and a dir store
+    holding the 4 KiB packing, a fresh daemon for every run (no daemon or
+    RocksDB cache survives), plus the page cache dropped.
+  * --fio: random 4 KiB reads (O_DIRECT, libaio) at queue depth 1 and 32 on
+    the disk of --work: the device's own limits.
+Every figure is the median over rounds with [min - max]; the order of the
+measurements is shuffled in each round.
+"""
+import argparse
+import json
+import os
+import random
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fs"))
+from fslib import Mount  # noqa: E402
+
+
+def drop_caches():
+    os.sync()
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3\n")
+
+
+def run(cmd, **kw):
+    """Wall seconds, bytes read from disk, stdout, stderr of a command."""
+    t = time.perf_counter()
+    r = subprocess.run(["/usr/bin/time", "-f", "TIME %I"] + cmd, capture_output=True, text=True,
+                       **kw)
+    wall = time.perf_counter() - t
+    if r.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed ({r.returncode}): {r.stderr[-2000:]}")
+    lines = r.stderr.strip().splitlines()
+    inblock = int(lines[-1].split()[1])
+    return wall, inblock * 512, r.stdout, "\n".join(lines[:-1])
+
+
+def spread(xs, unit="ms", scale=1e3):
+    xs = sorted(xs)
+    return (f"{statistics.median(xs) * scale:8.1f} {unit} "
+            f"[{xs[0] * scale:.1f} - {xs[-1] * scale:.1f}]")
+
+
+def engine_seconds(stderr):
+    """The prediction time pacset --timing reports (no process start, CSV, open)."""
+    m = re.search(r"passes in ([0-9.]+) s", stderr)
+    return float(m.group(1)) if m else None
+
+
+def fetched(stderr):
+    m = re.search(r"(\d+) blocks fetched in (\d+) rounds", stderr)
+    return (int(m.group(1)), int(m.group(2))) if m else (None, None)
+
+
+def write_rows(header, lines, path):
+    with open(path, "w") as f:
+        f.write(header)
+        f.writelines(lines)
+
+
+def fio(directory, depth):
+    path = os.path.join(directory, "fio.dat")
+    r = subprocess.run(["fio", "--name=rr", f"--filename={path}", "--size=2G", "--rw=randread",
+                        "--bs=4k", f"--iodepth={depth}", "--ioengine=libaio", "--direct=1",
+                        "--runtime=8", "--time_based", "--output-format=json"],
+                       capture_output=True, text=True, check=True)
+    return json.loads(r.stdout)["jobs"][0]["read"]["iops"]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True, help="directory with the new pacset (and pacsetfs)")
+    ap.add_argument("--old-bin", help="directory with the pacset to compare with")
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--rows", required=True, help="CSV rows with a header (the test rows)")
+    ap.add_argument("--work", default="/tmp/cold-bench")
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--block-sizes", default="4KiB,64KiB")
+    ap.add_argument("--warm-repeat", type=int, default=2)
+    ap.add_argument("--max-in-flight", type=int, help="pass --max-in-flight N to the new engine")
+    ap.add_argument("--mount", action="store_true", help="also through pacsetfs (dir, rocksdb)")
+    ap.add_argument("--fio", action="store_true", help="also the device's random-read IOPS")
+    a = ap.parse_args()
+    os.makedirs(a.work, exist_ok=True)
+    new = os.path.join(a.bin, "pacset")
+    old = os.path.join(a.old_bin, "pacset") if a.old_bin else None
+    engines = {"new": new, "old": old} if old else {"new": new}
+    with open(a.rows) as f:
+        header, *lines = f.readlines()
+    rng = random.Random(1)
+
+    if a.fio:
+        print(f"device ({a.work}): random 4 KiB reads, O_DIRECT: "
+              f"depth 1 {fio(a.work, 1):,.0f} IOPS, depth 32 {fio(a.work, 32):,.0f} IOPS")
+        os.unlink(os.path.join(a.work, "fio.dat"))
+
+    def predict(engine, pac, csv, extra=()):
+        cmd = [engines[engine], "predict", pac, "-i", csv, "--timing"] + list(extra)
+        if engine == "new" and a.max_in_flight:
+            cmd += ["--max-in-flight", str(a.max_in_flight)]
+        return cmd
+
+    def prewarm(cmd0):
+        # Only the model is cold: the program, its libraries and the CSVs are read back.
+        subprocess.run([cmd0, "--version"], capture_output=True, check=True)
+
+    for bs in a.block_sizes.split(","):
+        pac = os.path.join(a.work, f"forest-{bs}.pac")
+        if not os.path.exists(pac):
+            subprocess.run([new, "pack", a.model, "-o", pac, "--block-size", bs], check=True)
+        size = os.path.getsize(pac)
+        info = json.loads(subprocess.run([new, "info", pac, "--json"], capture_output=True,
+                                         text=True, check=True).stdout)
+        print(f"\n=== {os.path.basename(a.model)} packed at {bs}: {size / 2**20:.1f} MiB, "
+              f"{info['num_trees']} trees, {info['node_blocks']} node blocks ===")
+        sizes = (1, 10, 100)
+        res = {}  # label -> list of (wall, bytes, blocks, rounds)
+        for rnd in range(a.rounds):
+            csvs = {}
+            for n in sizes:
+                start = (rnd * n) % max(1, len(lines) - n)
+                csvs[n] = os.path.join(a.work, f"cold-{n}.csv")
+                write_rows(header, lines[start:start + n], csvs[n])
+            jobs = [("cat whole file", None, None)]
+            for n in sizes:
+                for e in engines:
+                    jobs.append((f"{e} {n} row{'s' if n > 1 else ''}", e, n))
+            rng.shuffle(jobs)
+            outputs = {}
+            for label, e, n in jobs:
+                drop_caches()
+                if e is None:
+                    subprocess.run(["cat", "--version"], capture_output=True)
+                    t = time.perf_counter()
+                    subprocess.run(["cat", pac], stdout=subprocess.DEVNULL, check=True)
+                    wall = time.perf_counter() - t
+                    res.setdefault(label, []).append((wall, size, None, None, wall))
+                    continue
+                prewarm(engines[e])
+                with open(csvs[n]) as f:
+                    f.read()
+                wall, nbytes, out, err = run(predict(e, pac, csvs[n]))
+                blocks, rounds = fetched(err)
+                res.setdefault(label, []).append((wall, nbytes, blocks, rounds,
+                                                  engine_seconds(err)))
+                outputs[(e, n)] = out
+            for n in sizes:
+                if old and outputs[("new", n)] != outputs[("old", n)]:
+                    raise SystemExit(f"outputs differ for {n} cold rows ({bs})")
+        base = statistics.median(x[0] for x in res["cat whole file"])
+        print(f"cold, {a.rounds} rounds: predict = the engine's own time (--timing: no process "
+              f"start, CSV or open), x = / cat of the whole file; wall = the whole process")
+        for label in ["cat whole file"] + [f"{e} {n} row{'s' if n > 1 else ''}" for n in sizes
+                                           for e in engines]:
+            xs = res[label]
+            walls = [x[0] for x in xs]
+            engine = [x[4] for x in xs]
+            mb = statistics.median(x[1] for x in xs) / 2**20
+            extra = ""
+            if xs[0][2] is not None:
+                extra = (f"  blocks fetched {statistics.median(x[2] for x in xs):7.0f} in "
+                         f"{statistics.median(x[3] for x in xs):5.0f} rounds")
+            print(f"  {label:16s} predict {spread(engine)}  x{statistics.median(engine) / base:5.2f}"
+                  f"  wall {spread(walls)}  read {mb:5.1f} MiB{extra}")
+
+        # Warm: everything cached.
+        subprocess.run(["cat", pac], stdout=subprocess.DEVNULL, check=True)
+        variants = [("new", ()), ("new --no-verify", ("--no-verify",))]
+        if old:
+            variants.append(("old", ()))
+        rates = {}
+        for rnd in range(a.rounds):
+            rng.shuffle(variants)
+            for label, extra in variants:
+                e = label.split()[0]
+                _, _, _, err = run(predict(e, pac, a.rows, list(extra) +
+                                           ["--repeat", str(a.warm_repeat), "-o", "/dev/null"]))
+                rate = float(re.search(r"= (\d+) rows/s", err).group(1))
+                rates.setdefault(label, []).append(rate)
+        ref = statistics.median(rates["old"]) if old else None
+        print(f"warm, {len(lines)} rows x {a.warm_repeat}, one thread, {a.rounds} rounds:")
+        for label, xs in sorted(rates.items()):
+            rel = f"  x{statistics.median(xs) / ref:.3f} of old" if ref else ""
+            print(f"  {label:16s} {spread(xs, 'rows/s', 1)}{rel}")
+
+    if a.mount:
+        mount_bench(a, new, header, lines)
+
+
+def mount_bench(a, new, header, lines):
+    pacsetfs = os.path.join(a.bin, "pacsetfs")
+    pac = os.path.join(a.work, "forest-4KiB.pac")
+    stores = {"rocksdb": "rocksdb:" + os.path.join(a.work, "rocks"),
+              "dir": "dir:" + os.path.join(a.work, "dirstore")}
+    for uri in stores.values():
+        listing = subprocess.run([new, "ls", "--store", uri], capture_output=True, text=True)
+        if "forest" not in listing.stdout:
+            subprocess.run([new, "import", pac, "--name", "forest", "--store", uri], check=True,
+                           capture_output=True)
+    csv = os.path.join(a.work, "cold-mount.csv")
+    res = {}
+    for rnd in range(a.rounds):
+        write_rows(header, lines[rnd:rnd + 1], csv)
+        order = list(stores.items()) + [("local", None)]
+        random.Random(rnd).shuffle(order)
+        for label, uri in order:
+            if uri is None:
+                drop_caches()
+                subprocess.run([new, "--version"], capture_output=True)
+                wall, _, _, err = run([new, "predict", pac, "-i", csv, "--timing"])
+                res.setdefault("local .pac", []).append(wall)
+                continue
+            # A fresh daemon: no block cache and no RocksDB cache survive.
+            with Mount(pacsetfs, uri, os.path.join(a.work, f"mnt-{label}")) as m:
+                drop_caches()
+                subprocess.run([new, "--version"], capture_output=True)
+                wall, _, _, err = run([new, "predict", os.path.join(m.mp, "forest.pac"), "-i", csv,
+                                       "--timing"])
+                res.setdefault(f"mount {label}", []).append(wall)
+    base = statistics.median(res["local .pac"])
+    print(f"\ncold one row through pacsetfs (4 KiB blocks, fresh daemon), {a.rounds} rounds:")
+    for label, walls in res.items():
+        print(f"  {label:16s} {spread(walls)}  x{statistics.median(walls) / base:5.2f} of local")
+
+
+if __name__ == "__main__":
+    main()

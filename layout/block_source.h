@@ -1,0 +1,85 @@
+// Where the engine's blocks come from: the seam between the in-flight
+// traversal (layout/engine.h) and the I/O beneath it.
+//
+// The engine walks many (row, tree) paths at once. A walk that needs a block
+// the source cannot give it now parks; the engine starts fetches for all the
+// parked walks' blocks (at most EngineOptions::max_in_flight at a time) and
+// resumes each walk as its block arrives. A source therefore answers two
+// questions — "is block b here now?" (Ready) and "fetch these" (a
+// BlockFetcher, one per request) — and says when its whole image may be
+// walked without asking (WarmImage), which keeps the warm loop free of
+// per-node checks.
+//
+// Implementations: a mapped or in-memory .pac file (NewPacFileSource, below);
+// a block store with an in-process cache can be another (a RocksDB MultiGet
+// or a Redis pipeline per Wait, blocks of any size).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "util/status.h"
+
+namespace pacset {
+
+class PacFile;
+
+// Fetches for one request (one thread). Not thread-safe; destroying it with
+// fetches outstanding is allowed and never waits for them (their results are
+// dropped, their blocks may still become Ready).
+class BlockFetcher {
+ public:
+  virtual ~BlockFetcher() = default;
+  // Starts fetching block `b` (not Ready); returns without waiting for it.
+  virtual void Fetch(uint64_t b) = 0;
+  // Waits until at least one started fetch has finished and appends the
+  // blocks that arrived (each Ready now) to `arrived`. A block that could not
+  // be read or failed verification gives kIOError / kCorruption naming the
+  // block; the request should then give up. Never waits forever on a local
+  // file; a networked source bounds the wait by its timeout.
+  virtual Status Wait(std::vector<uint64_t>* arrived) = 0;
+};
+
+// Thread-safety: every method may be called from many threads at once.
+class BlockSource {
+ public:
+  virtual ~BlockSource() = default;
+
+  virtual uint32_t block_size() const = 0;
+  virtual uint64_t block_count() const = 0;
+
+  // The bytes of block `b` when they are in memory and verified (if the
+  // source verifies), else nullptr; never waits for I/O. A null answer for a
+  // block that is in memory but corrupt is fine: the fetch then reports it.
+  // The pointer stays valid until the calling thread's next Fetch or Wait.
+  // Called from code a SIGBUS may jump out of (layout/internal/sigbus.h):
+  // implementations create no objects with destructors here.
+  virtual const char* Ready(uint64_t b) = 0;
+
+  virtual std::unique_ptr<BlockFetcher> NewFetcher() = 0;
+
+  // The whole file at one address (block b at image + b * block_size), when
+  // blocks [first, first + count) are all Ready and will stay so: the engine
+  // then walks the image without asking Ready per block. `work` is the
+  // caller's request size (rows x trees); a source may spend time in
+  // proportion to it to get there (checking residency, verifying blocks).
+  // With `read_missing` it may also read the blocks that are not in memory
+  // (the caller expects to need most of them); without, it only promotes a
+  // range that is already in memory. nullptr otherwise, e.g. for a source
+  // without such an image.
+  virtual const char* WarmImage(uint64_t first, uint64_t count, uint64_t work,
+                                bool read_missing) = 0;
+};
+
+// A source over a PacFile (which must outlive it). A mapped file is read by a
+// pool of up to `io_threads` threads doing pread (the page cache keeps the
+// blocks; the mapping then sees them); a block is Ready once it was read or
+// found resident (mincore) and, with `verify`, its trailer (checksum and
+// index) matched — checked once per block per process. An in-memory file is
+// always resident; `verify` checks each block once, the first time it is
+// asked for. WarmImage reads missing blocks in large sequential reads.
+std::unique_ptr<BlockSource> NewPacFileSource(const PacFile& file, bool verify,
+                                              uint32_t io_threads);
+
+}  // namespace pacset
