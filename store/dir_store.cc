@@ -107,7 +107,7 @@ class DirStore final : public BlockStore {
   StatusOr<UniqueFd> LockCatalog() { return LockFile(root_ + "/lock", LockMode::kExclusive); }
   StatusOr<DirCatalog> ReadCatalog();
   Status WriteCatalog(const DirCatalog& c) {
-    return ReplaceFileAtomically(CatalogPath(), EncodeDirCatalog(c));
+    return WriteFileAtomically(CatalogPath(), EncodeDirCatalog(c));
   }
   Status CheckWritable() const {
     if (options_.read_only)

@@ -9,7 +9,8 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
-#include <random>
+
+#include "util/atomic_file.h"
 
 namespace pacset {
 namespace store_internal {
@@ -51,12 +52,6 @@ Status PwriteFull(int fd, const char* buf, size_t n, uint64_t offset, const std:
 Status FsyncFd(int fd, const std::string& what) {
   if (::fsync(fd) != 0) return Status::FromErrno("fsync " + what, errno);
   return Status::Ok();
-}
-
-Status FsyncDir(const std::string& dir) {
-  UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!fd.valid()) return Status::FromErrno("open directory " + dir, errno);
-  return FsyncFd(fd.get(), "directory " + dir);
 }
 
 bool IsDirectory(const std::string& path) {
@@ -122,33 +117,9 @@ StatusOr<std::string> ReadWholeFile(const std::string& path) {
   return out;
 }
 
-std::string DirName(const std::string& path) {
-  const size_t slash = path.find_last_of('/');
-  if (slash == std::string::npos) return ".";
-  if (slash == 0) return "/";
-  return path.substr(0, slash);
-}
-
 std::string BaseName(const std::string& path) {
   const size_t slash = path.find_last_of('/');
   return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
-Status ReplaceFileAtomically(const std::string& path, const std::string& contents) {
-  std::random_device rd;
-  const std::string tmp = path + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(rd());
-  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
-  if (!fd.valid()) return Status::FromErrno("create " + tmp, errno);
-  Status s = PwriteFull(fd.get(), contents.data(), contents.size(), 0, tmp);
-  if (s.ok()) s = FsyncFd(fd.get(), tmp);
-  fd.reset();
-  if (s.ok() && ::rename(tmp.c_str(), path.c_str()) != 0)
-    s = Status::FromErrno("rename " + tmp + " to " + path, errno);
-  if (!s.ok()) {
-    ::unlink(tmp.c_str());
-    return s;
-  }
-  return FsyncDir(DirName(path));
 }
 
 StatusOr<UniqueFd> LockFile(const std::string& path, LockMode mode) {
