@@ -1,7 +1,9 @@
 #include "model/forest.h"
 
 #include <gtest/gtest.h>
+
 #include <unistd.h>
+#include <cstdio>
 
 #include <cmath>
 #include <fstream>
@@ -78,6 +80,32 @@ TEST(Forest, LoadingATruncatedFileIsACorruptionError) {
   auto g = LoadForest(path);
   ASSERT_FALSE(g.ok());
   EXPECT_TRUE(g.status().IsCorruption()) << g.status().ToString();
+  unlink(path.c_str());
+}
+
+// A forged length prefix must be refused before it is allocated: a 40-byte
+// file claiming a 2 GiB base-score array used to allocate and zero-fill it.
+TEST(Forest, LoadingAForgedArrayLengthFailsBeforeAllocating) {
+  const std::string path = ::testing::TempDir() + "/forest_forged.forest";
+  ASSERT_TRUE(SaveForest(testing::TwoTreeRegression(), path).ok());
+  // Portable binary: endianness byte, magic, version, task (u8), 4 x u32,
+  // then base_score's u64 length.
+  const off_t length_at = 1 + 4 + 4 + 1 + 4 * 4;
+  const uint64_t forged = uint64_t{1} << 28;  // 2 GiB of doubles
+  std::FILE* f = std::fopen(path.c_str(), "r+b");
+  ASSERT_NE(f, nullptr);
+  uint64_t was = 0;
+  ASSERT_EQ(std::fseek(f, length_at, SEEK_SET), 0);
+  ASSERT_EQ(std::fread(&was, 8, 1, f), 1u);
+  EXPECT_EQ(was, 1u);  // TwoTreeRegression has one base score: the offset is right
+  ASSERT_EQ(std::fseek(f, length_at, SEEK_SET), 0);
+  ASSERT_EQ(std::fwrite(&forged, 8, 1, f), 1u);
+  std::fclose(f);
+  auto g = LoadForest(path);
+  ASSERT_FALSE(g.ok());
+  EXPECT_TRUE(g.status().IsCorruption()) << g.status().ToString();
+  EXPECT_NE(g.status().message().find("remaining bytes"), std::string::npos)
+      << g.status().ToString();
   unlink(path.c_str());
 }
 
