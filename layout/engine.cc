@@ -239,8 +239,8 @@ Status PacEngine::RunLoop(const RowMatrix& rows, size_t begin, size_t end, bool 
               ok = false;
               break;
             }
-            ok = step(r[0], k[0], xf[0], xd[0]) & step(r[1], k[1], xf[1], xd[1]) &
-                 step(r[2], k[2], xf[2], xd[2]) & step(r[3], k[3], xf[3], xd[3]);
+            ok = (int{step(r[0], k[0], xf[0], xd[0])} & int{step(r[1], k[1], xf[1], xd[1])} &
+                  int{step(r[2], k[2], xf[2], xd[2])} & int{step(r[3], k[3], xf[3], xd[3])}) != 0;
             if (__builtin_expect(!ok, 0)) break;
           }
           for (int j = 0; j < 4 && ok; ++j) {
@@ -271,7 +271,7 @@ Status PacEngine::RunLoop(const RowMatrix& rows, size_t begin, size_t end, bool 
               ok = false;
               break;
             }
-            ok = step(ra, ka, xa, da) & step(rb, kb, xb, db);
+            ok = (int{step(ra, ka, xa, da)} & int{step(rb, kb, xb, db)}) != 0;
             if (__builtin_expect(!ok, 0)) break;
           }
           while (ok && ka == kNodeKind) {
