@@ -51,8 +51,7 @@ std::vector<std::string> Names(const std::string& dir) {
   std::vector<std::string> out;
   if (DIR* d = opendir(dir.c_str())) {
     while (dirent* e = readdir(d))
-      if (std::string(e->d_name) != "." && std::string(e->d_name) != "..")
-        out.push_back(e->d_name);
+      if (std::string(e->d_name) != "." && std::string(e->d_name) != "..") out.push_back(e->d_name);
     closedir(d);
   }
   std::sort(out.begin(), out.end());

@@ -60,8 +60,7 @@ StatusOr<std::unique_ptr<AtomicFile>> AtomicFile::Create(const std::string& path
   }
   for (int attempt = 0; attempt < 100; ++attempt) {
     std::string temp = path + ".tmp-" + RandomSuffix();
-    const int fd =
-        ::open(temp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    const int fd = ::open(temp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd >= 0) return std::unique_ptr<AtomicFile>(new AtomicFile(path, std::move(temp), fd));
     if (errno != EEXIST) return Status::FromErrno("cannot create " + temp, errno);
   }
@@ -120,8 +119,8 @@ std::string DirName(const std::string& path) {
 
 StatusOr<std::unique_ptr<TempDir>> TempDir::Create(const std::string& prefix) {
   const char* tmpdir = std::getenv("TMPDIR");
-  std::string tmpl =
-      std::string(tmpdir != nullptr && *tmpdir != '\0' ? tmpdir : "/tmp") + "/" + prefix + "-XXXXXX";
+  std::string tmpl = std::string(tmpdir != nullptr && *tmpdir != '\0' ? tmpdir : "/tmp") + "/" +
+                     prefix + "-XXXXXX";
   if (::mkdtemp(tmpl.data()) == nullptr)
     return Status::FromErrno("cannot create a temporary directory " + tmpl, errno);
   return std::unique_ptr<TempDir>(new TempDir(std::move(tmpl)));

@@ -58,7 +58,8 @@ template <class Archive, class Container>
 void CEREAL_LOAD_FUNCTION_NAME(Archive& ar, Bounded<Container>& b) {
   using T = typename Container::value_type;
   const auto* bounded = dynamic_cast<const BoundedInputArchive*>(&ar);
-  if (bounded == nullptr) throw cereal::Exception("a bounded container needs a BoundedInputArchive");
+  if (bounded == nullptr)
+    throw cereal::Exception("a bounded container needs a BoundedInputArchive");
   cereal::size_type n = 0;
   ar(cereal::make_size_tag(n));
   const uint64_t left = bounded->BytesLeft();
