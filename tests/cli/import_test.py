@@ -9,6 +9,8 @@
   (dir: stores admit concurrent writers).
 - A 40 KB UBJSON document of nested arrays is refused with a message, not a
   stack overflow (exit 139).
+- pacset-sklearn-export -o replaces a symlink planted at its output instead
+  of writing through it (issue 13 item 5's sibling).
 
 usage: import_test.py --pacset PATH
 """
@@ -88,6 +90,24 @@ def concurrent_rocksdb_imports(pacset, work):
     expect(v.returncode == 0, f"pacset verify after concurrent imports: {v.stdout} {v.stderr}")
 
 
+def concurrent_first_imports_create_the_store_once(pacset, work):
+    """Eight first imports into a store that does not exist yet: the store is
+    created once and none of them finds it half made ("not empty and not a
+    ... store")."""
+    for rnd in range(4):
+        for kind in ("rocksdb", "dir"):
+            store = f"{kind}:" + os.path.join(work, f"fresh-{kind}-{rnd}")
+            with concurrent.futures.ThreadPoolExecutor(8) as pool:
+                results = list(pool.map(
+                    lambda i: run([pacset, "import", os.path.join(DATA, MODELS[i % len(MODELS)]),
+                                   "--name", f"m{i}", "--store", store, "--block-size", "4KiB"]),
+                    range(8)))
+            for i, r in enumerate(results):
+                expect(r.returncode == 0 or "is busy" in r.stderr,
+                       f"first import {i} into a new {kind} store: exit {r.returncode}: "
+                       f"{r.stderr.strip()}")
+
+
 def success_line_reports_own_generation(pacset, work):
     """Many writers of one name in a dir: store at once; each line describes its own file."""
     store = "dir:" + os.path.join(work, "dirstore")
@@ -138,6 +158,29 @@ def deep_ubjson_is_refused(pacset, work):
                f"stderr {r.stderr.strip()[:300]!r}")
 
 
+def exporter_replaces_a_symlinked_output(work):
+    """pacset-sklearn-export -o opened the path with open(..., "w"), following
+    a symlink planted there into a victim file."""
+    import joblib
+    import numpy as np
+    from sklearn.tree import DecisionTreeRegressor
+    model = os.path.join(work, "tree.joblib")
+    X = np.arange(20.0).reshape(10, 2)
+    joblib.dump(DecisionTreeRegressor(max_depth=2).fit(X, X[:, 0]), model)
+    victim = os.path.join(work, "victim")
+    with open(victim, "w") as f:
+        f.write("precious\n")
+    out = os.path.join(work, "exported.json")
+    os.symlink(victim, out)
+    exporter = os.path.join(os.path.dirname(DATA), "..", "..", "tools", "pacset-sklearn-export")
+    r = run([sys.executable, exporter, model, "-o", out])
+    expect(r.returncode == 0, f"pacset-sklearn-export: {r.stderr.strip()}")
+    with open(victim) as f:
+        expect(f.read() == "precious\n", "pacset-sklearn-export wrote through a symlink")
+    expect(not os.path.islink(out) and json.load(open(out))["format"] == "pacset-sklearn",
+           "pacset-sklearn-export did not replace the symlink with its output")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--pacset", required=True)
@@ -145,7 +188,9 @@ def main():
     with tempfile.TemporaryDirectory(prefix="pacset-import-test-") as work:
         deep_ubjson_is_refused(args.pacset, work)
         concurrent_rocksdb_imports(args.pacset, work)
+        concurrent_first_imports_create_the_store_once(args.pacset, work)
         success_line_reports_own_generation(args.pacset, work)
+        exporter_replaces_a_symlinked_output(work)
     if failures:
         print(f"{len(failures)} failed")
         sys.exit(1)
