@@ -4,8 +4,8 @@
 # fuzz/regression/TARGET/ (inputs that once crashed), then fuzzes each target
 # for a while, one at a time.
 #   bash scripts/fuzz.sh [SECONDS_PER_TARGET [TARGET...]]   (default 30 s, every target)
-# Seeds come from the test fixtures and from small models trained and packed
-# on the fly; corpora grow in build-fuzz/corpus/TARGET. A crash leaves its
+# Seeds come from the test fixtures, fuzz/seeds/ and small models trained
+# and packed on the fly; corpora grow in build-fuzz/corpus/TARGET. A crash leaves its
 # input in build-fuzz/artifacts/ and fails the script: add it to
 # fuzz/regression/TARGET/ with the fix.
 set -euo pipefail
@@ -22,8 +22,12 @@ cmake --build build-fuzz -j"$(nproc)" --target fuzzers pacset
 C=build-fuzz/corpus
 for t in "${TARGETS[@]}"; do mkdir -p "$C/$t"; done
 mkdir -p build-fuzz/artifacts
-# Seeds: small real files of each kind.
+# Seeds: small real files of each kind (fuzz/seeds/ holds the ones no tool
+# here writes: forest files, traces, store catalog records).
 cp tests/data/lightgbm/*.txt "$C/lightgbm_text/" 2>/dev/null || true
+for t in "${TARGETS[@]}"; do
+  if [ -d "fuzz/seeds/$t" ]; then cp fuzz/seeds/"$t"/* "$C/$t/"; fi
+done
 if [ ! -f build-fuzz/seeds.done ]; then
   /usr/bin/python3 - "$C" tools/pacset-sklearn-export <<'PY'
 import os, subprocess, sys, tempfile
