@@ -17,6 +17,7 @@
 #include <iterator>
 
 #include "layout/pack.h"
+#include "tests/test_files.h"
 #include "tests/test_forests.h"
 #include "tools/commands.h"
 #include "util/atomic_file.h"
@@ -27,15 +28,8 @@ namespace {
 
 const char kVictimText[] = "root:x:0:0:root:/root:/bin/bash\n";
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-void WriteAll(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << bytes;
-}
+using testing::ReadAll;
+using testing::WriteAll;
 
 bool IsSymlink(const std::string& path) {
   struct stat st;

@@ -17,6 +17,7 @@
 #include "layout/pack.h"
 #include "model/predict.h"
 #include "tests/random_forest.h"
+#include "tests/test_files.h"
 #include "tools/commands.h"
 #include "trace/request_marks.h"
 #include "trace/trace_compare.h"
@@ -35,15 +36,8 @@ std::string Temp(const std::string& name) {
   return ::testing::TempDir() + "/trace_test_" + std::to_string(getpid()) + "_" + name;
 }
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-void WriteAll(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << bytes;
-}
+using testing::ReadAll;
+using testing::WriteAll;
 
 // Builds a trace file record by record (the encoder is the one under test
 // elsewhere; here it is the way to make exact inputs).
