@@ -45,7 +45,7 @@ Status WriteAll(int fd, std::string_view data, const std::string& what) {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<AtomicFile>> AtomicFile::Create(const std::string& path) {
+StatusOr<std::unique_ptr<AtomicFile>> AtomicFile::Create(const std::string& path, int mode) {
   if (path.empty()) return Status::InvalidArgument("empty output path");
   struct stat st;
   if (::stat(path.c_str(), &st) == 0) {
@@ -60,7 +60,8 @@ StatusOr<std::unique_ptr<AtomicFile>> AtomicFile::Create(const std::string& path
   }
   for (int attempt = 0; attempt < 100; ++attempt) {
     std::string temp = path + ".tmp-" + RandomSuffix();
-    const int fd = ::open(temp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    const int fd = ::open(temp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                          static_cast<mode_t>(mode));
     if (fd >= 0) return std::unique_ptr<AtomicFile>(new AtomicFile(path, std::move(temp), fd));
     if (errno != EEXIST) return Status::FromErrno("cannot create " + temp, errno);
   }
@@ -94,8 +95,8 @@ Status AtomicFile::Commit() {
   return FsyncDir(DirName(path_));
 }
 
-Status WriteFileAtomically(const std::string& path, std::string_view contents) {
-  PACSET_ASSIGN_OR_RETURN(std::unique_ptr<AtomicFile> file, AtomicFile::Create(path));
+Status WriteFileAtomically(const std::string& path, std::string_view contents, int mode) {
+  PACSET_ASSIGN_OR_RETURN(std::unique_ptr<AtomicFile> file, AtomicFile::Create(path, mode));
   PACSET_RETURN_IF_ERROR(WriteAll(file->fd(), contents, file->temp_path()));
   return file->Commit();
 }

@@ -34,8 +34,8 @@ namespace pacset {
 // Thread-compatible (one thread at a time).
 class AtomicFile {
  public:
-  // Creates the temporary file for `path` (mode 0644 less the umask).
-  static StatusOr<std::unique_ptr<AtomicFile>> Create(const std::string& path);
+  // Creates the temporary file for `path` (`mode` less the umask).
+  static StatusOr<std::unique_ptr<AtomicFile>> Create(const std::string& path, int mode = 0644);
   // Removes the temporary file unless Commit() succeeded.
   ~AtomicFile();
   AtomicFile(const AtomicFile&) = delete;
@@ -63,8 +63,9 @@ class AtomicFile {
   bool committed_ = false;
 };
 
-// Writes `contents` to `path` through an AtomicFile.
-Status WriteFileAtomically(const std::string& path, std::string_view contents);
+// Writes `contents` to `path` through an AtomicFile: on error `path` is
+// untouched and the temporary file removed.
+Status WriteFileAtomically(const std::string& path, std::string_view contents, int mode = 0644);
 
 // fsync(2) of a directory, making a rename or create in it durable.
 Status FsyncDir(const std::string& dir);
