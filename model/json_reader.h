@@ -53,7 +53,8 @@ class JsonReader {
 inline constexpr size_t kMaxJsonDepth = 128;
 
 // Parses JSON (or UBJSON) text; a syntax error names the file, line and
-// column, a document nested deeper than kMaxJsonDepth is refused.
+// column. Refused: a document nested deeper than kMaxJsonDepth, and one with
+// more values than bytes (UBJSON can count values that take no bytes).
 StatusOr<nlohmann::json> ParseJsonDocument(std::string_view text, const std::string& name);
 StatusOr<nlohmann::json> ParseUbjsonDocument(std::string_view bytes, const std::string& name);
 

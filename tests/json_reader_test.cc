@@ -102,6 +102,22 @@ TEST(JsonDepthLimit, JsonTextAtTheLimitParsesAndDeeperIsRefused) {
   EXPECT_FALSE(ParseJsonDocument(objects, "objects.json").ok());
 }
 
+// Found by fuzzing: a UBJSON array counted and typed as null (or true, false)
+// holds values that take no bytes; 9 bytes made nlohmann build 2^30 nulls.
+TEST(JsonValueLimit, CountedUbjsonNullsBeyondTheInputSizeAreRefused) {
+  const std::string nulls = std::string("[$Z#l") + std::string("\x40\x00\x00\x00", 4);
+  auto j = ParseUbjsonDocument(nulls, "nulls.ubj");
+  ASSERT_FALSE(j.ok());
+  EXPECT_NE(j.status().message().find("more values than bytes"), std::string::npos)
+      << j.status().ToString();
+  // As many booleans as there are bytes still parse: the limit is exact.
+  const std::string fits = std::string("[$T#i") + '\x05';  // 6 bytes: the array and 5 values
+  auto ok = ParseUbjsonDocument(fits, "fits.ubj");
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok->size(), 5u);
+  EXPECT_FALSE(ParseUbjsonDocument(std::string("[$T#i") + '\x06', "over.ubj").ok());
+}
+
 TEST(JsonDepthLimit, SyntaxErrorsStillNameLineAndColumn) {
   auto bad = ParseJsonDocument("{\n  \"a\": [1, 2,,]\n}", "bad.json");
   ASSERT_FALSE(bad.ok());
