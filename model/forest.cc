@@ -107,6 +107,10 @@ Status Forest::Validate() const {
   for (size_t t = 0; t < num_trees(); ++t) {
     const std::string where = "tree " + std::to_string(t);
     if (tree_offset[t + 1] <= tree_offset[t]) return bad(where + " has no nodes");
+    // Only the last offset was compared with the node count above.
+    if (tree_offset[t + 1] > n)
+      return bad(where + " ends at node " + std::to_string(tree_offset[t + 1]) + " of " +
+                 std::to_string(n));
     if (tree_offset[t + 1] - tree_offset[t] > static_cast<uint64_t>(INT32_MAX))
       return bad(where + " has too many nodes");
     if (leaf_width == 1 && tree_group[t] >= num_outputs)

@@ -34,6 +34,16 @@ TEST(Forest, ValidateRejectsAChildOutsideTheTree) {
   EXPECT_NE(f.Validate().message().find("tree 0 node 1 has child 9"), std::string::npos);
 }
 
+// Found by fuzzing LoadForest: only the last tree offset was compared with
+// the node count, so a middle offset past the end made Validate() read
+// beyond the node arrays.
+TEST(Forest, ValidateRejectsATreeEndingBeyondTheNodes) {
+  Forest f = testing::TwoTreeRegression();  // offsets {0, 5, 8}
+  f.tree_offset[1] = 9;
+  Status s = f.Validate();
+  EXPECT_NE(s.message().find("tree 0 ends at node 9 of 8"), std::string::npos) << s.ToString();
+}
+
 TEST(Forest, ValidateRejectsANodeWithTwoParents) {
   Forest f = testing::TwoTreeRegression();
   f.left_child[1] = 2;  // node 2 is already the root's right child
