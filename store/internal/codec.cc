@@ -68,7 +68,7 @@ Status DecodeForestInfo(const std::string& bytes, const std::string& what, Fores
 
 template <class Archive>
 void serialize(Archive& ar, DirCatalog& c) {
-  ar(c.current, c.last_generation, c.generations);
+  ar(BoundMap(c.current), BoundMap(c.last_generation), BoundMap(c.generations));
 }
 
 std::string EncodeDirCatalog(const DirCatalog& catalog) {
