@@ -61,6 +61,20 @@ StatusOr<std::unique_ptr<PacFile>> PacFile::FromBuffer(std::string bytes, const 
   return f;
 }
 
+StatusOr<std::unique_ptr<PacFile>> PacFile::FromMemory(const char* data, uint64_t size,
+                                                       std::shared_ptr<const void> keep_alive,
+                                                       const std::string& name) {
+  std::unique_ptr<PacFile> f(new PacFile());
+  f->name_ = name;
+  f->borrowed_ = std::move(keep_alive);
+  f->data_ = data;
+  f->size_ = size;
+  if (f->size_ < kFixedHeaderSize + 8)
+    return Status::InvalidArgument(name + ": too short to be a .pac file");
+  PACSET_RETURN_IF_ERROR(f->Init());
+  return f;
+}
+
 Status PacFile::Init() {
   // Everything here reads the mapping; a SIGBUS (EIO from a mount) becomes an error.
   SigbusScope scope(data_, size_, 4096);

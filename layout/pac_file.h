@@ -28,11 +28,19 @@ class PacFile {
   static StatusOr<std::unique_ptr<PacFile>> Open(const std::string& path);
   // Takes ownership of a whole file held in memory; `name` is for messages.
   static StatusOr<std::unique_ptr<PacFile>> FromBuffer(std::string bytes, const std::string& name);
+  // Reads a whole file at `data` in place, without copying: the caller keeps
+  // the bytes valid and unchanged while the PacFile lives; `keep_alive`
+  // (e.g. the Python buffer they belong to) is held until then.
+  static StatusOr<std::unique_ptr<PacFile>> FromMemory(const char* data, uint64_t size,
+                                                       std::shared_ptr<const void> keep_alive,
+                                                       const std::string& name);
 
   const PacHeader& header() const { return header_; }
   const char* data() const { return data_; }
   uint64_t size() const { return size_; }
   const std::string& name() const { return name_; }
+  // True for Open (a mapping of a file), false for a buffer in memory.
+  bool mapped() const { return map_ != nullptr; }
   const std::vector<TreeRecord>& trees() const { return trees_; }
   const std::vector<double>& base_score() const { return base_score_; }
   std::string SourceInfoJson() const;
@@ -58,7 +66,8 @@ class PacFile {
   Status Init();
 
   std::string name_;
-  std::string owned_;  // FromBuffer
+  std::string owned_;                     // FromBuffer
+  std::shared_ptr<const void> borrowed_;  // FromMemory
   void* map_ = nullptr;
   const char* data_ = nullptr;
   uint64_t size_ = 0;

@@ -85,6 +85,18 @@ uint64_t Forest::AddTree(uint32_t group, uint32_t n) {
   return begin;
 }
 
+void Forest::Reserve(size_t trees, size_t nodes) {
+  tree_offset.reserve(trees + 1);
+  tree_group.reserve(trees);
+  left_child.reserve(nodes);
+  right_child.reserve(nodes);
+  split_feature.reserve(nodes);
+  threshold.reserve(nodes);
+  flags.reserve(nodes);
+  cardinality.reserve(nodes);
+  leaf_value.reserve(nodes * leaf_width);
+}
+
 Status Forest::Validate() const {
   auto bad = [](const std::string& m) { return Status::InvalidArgument("invalid forest: " + m); };
   if (num_outputs == 0) return bad("no outputs");

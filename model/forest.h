@@ -86,6 +86,9 @@ struct ModelSource {
   std::string library_version;  // as recorded in the model file, "" if unknown
   std::string objective;        // library objective / estimator name
   std::string file_name;        // base name of the imported file
+  // What the import wants the user to know (e.g. a pickle made by another
+  // scikit-learn version); the tool layer shows them. Not saved.
+  std::vector<std::string> warnings;
 };
 
 struct Forest {
@@ -139,6 +142,9 @@ struct Forest {
   // Appends a tree with `n` nodes initialised as leaves with zero values and
   // returns the global id of its root.
   uint64_t AddTree(uint32_t group, uint32_t n);
+  // Reserves room for `trees` trees of `nodes` nodes in all (leaf_width set
+  // first), so building a large forest does not reallocate its arrays.
+  void Reserve(size_t trees, size_t nodes);
 
   // Checks every structural invariant (array sizes, child ids in range, no
   // node with two parents, root nobody's child, features < num_features,

@@ -1,10 +1,13 @@
 #include "model/import.h"
 
+#include <fcntl.h>
+#include <poll.h>
 #include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -168,68 +171,114 @@ StatusOr<Forest> ImportModel(const std::string& path, ModelFormat format) {
   return result;
 }
 
+namespace {
+
+// Runs argv[0] with stdout and stderr to pipes and collects both (poll, so a
+// chatty stderr cannot block the stream on stdout). *exit_code is the exit
+// status, or -1 when killed by a signal. A spawn failure is the errno.
+int RunCollecting(const std::vector<std::string>& args, std::string* out, std::string* err,
+                  int* exit_code) {
+  int out_pipe[2], err_pipe[2];
+  if (pipe2(out_pipe, O_CLOEXEC) != 0) return errno;
+  if (pipe2(err_pipe, O_CLOEXEC) != 0) {
+    const int e = errno;
+    close(out_pipe[0]);
+    close(out_pipe[1]);
+    return e;
+  }
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, out_pipe[1], STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, err_pipe[1], STDERR_FILENO);
+  std::vector<std::string> copy = args;
+  std::vector<char*> argv;
+  for (auto& a : copy) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid;
+  const int rc = posix_spawnp(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  close(out_pipe[1]);
+  close(err_pipe[1]);
+  if (rc != 0) {
+    close(out_pipe[0]);
+    close(err_pipe[0]);
+    return rc;
+  }
+  // A bigger pipe: fewer wake-ups for a stream of hundreds of megabytes.
+  (void)fcntl(out_pipe[0], F_SETPIPE_SZ, 1 << 20);
+  struct pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
+  std::string* sinks[2] = {out, err};
+  size_t used[2] = {out->size(), err->size()};
+  int open_fds = 2;
+  while (open_fds > 0) {
+    if (poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      // Read straight into the sink's spare room (grown geometrically).
+      std::string& sink = *sinks[i];
+      if (sink.size() - used[i] < (1 << 20))
+        sink.resize(std::max<size_t>(2 * sink.size(), used[i] + (4 << 20)));
+      const ssize_t n = read(fds[i].fd, sink.data() + used[i], sink.size() - used[i]);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        close(fds[i].fd);
+        fds[i].fd = -1;
+        --open_fds;
+        continue;
+      }
+      used[i] += static_cast<size_t>(n);
+    }
+  }
+  out->resize(used[0]);
+  err->resize(used[1]);
+  for (auto& p : fds)
+    if (p.fd >= 0) close(p.fd);
+  int wstatus = 0;
+  while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
+  }
+  *exit_code = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -1;
+  return 0;
+}
+
+}  // namespace
+
 StatusOr<Forest> ImportSklearnPickle(const std::string& path) {
   if (!IsReadable(path)) return Status::FromErrno("cannot open " + path, errno);
   const std::string exporter = FindExporter();
   if (exporter.empty())
     return Status::NotFound("cannot find pacset-sklearn-export (set PACSET_SKLEARN_EXPORTER)");
   const std::string python = FindPython();
-  char json_tmpl[] = "/tmp/pacset-sklearn-XXXXXX";
-  int json_fd = mkstemp(json_tmpl);
-  if (json_fd < 0) return Status::FromErrno("cannot create a temporary file", errno);
-  char err_tmpl[] = "/tmp/pacset-sklearn-err-XXXXXX";
-  int err_fd = mkstemp(err_tmpl);
-  if (err_fd < 0) {
-    close(json_fd);
-    unlink(json_tmpl);
-    return Status::FromErrno("cannot create a temporary file", errno);
-  }
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, json_fd, STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, err_fd, STDERR_FILENO);
-  std::vector<std::string> args = {python, exporter, path};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid;
-  int rc = posix_spawnp(&pid, python.c_str(), &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  close(json_fd);
-  close(err_fd);
-  auto cleanup = [&] {
-    unlink(json_tmpl);
-    unlink(err_tmpl);
-  };
-  if (rc != 0) {
-    cleanup();
+  // The exporter streams the estimator's arrays in binary (no JSON numbers,
+  // no temporary file): reading costs about what joblib.load costs.
+  std::string stream, err;
+  int code = 0;
+  const int spawn_error = RunCollecting({python, exporter, "--stream", path}, &stream, &err, &code);
+  if (spawn_error != 0)
     return Status::NotSupported(path + ": reading scikit-learn models needs python3 (" + python +
-                                ": " + std::strerror(rc) +
+                                ": " + std::strerror(spawn_error) +
                                 "); install it with: apt-get install python3 python3-sklearn "
                                 "python3-joblib");
-  }
-  int wstatus = 0;
-  while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
-  }
-  auto err_text = ReadWholeFile(err_tmpl);
-  std::string err = err_text.ok() ? *err_text : "";
   while (!err.empty() && err.back() == '\n') err.pop_back();
-  if (!WIFEXITED(wstatus) || WEXITSTATUS(wstatus) != 0) {
-    cleanup();
-    const int code = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -1;
+  if (code != 0) {
     // The exporter exits 3 when python3-sklearn / joblib is missing.
     if (code == 3) return Status::NotSupported(err);
     if (code == 127 || err.find("No such file") != std::string::npos)
       return Status::NotSupported(path + ": reading scikit-learn models needs python3: " + err);
     return Status::InvalidArgument(path + ": " + (err.empty() ? "exporter failed" : err));
   }
-  // Warnings (e.g. "pickled by another scikit-learn version") reach the user.
-  if (!err.empty()) std::fprintf(stderr, "%s\n", err.c_str());
-  auto json = ReadWholeFile(json_tmpl);
-  cleanup();
-  if (!json.ok()) return json.status();
-  auto forest = ImportSklearnJson(*json, path + " (exported)");
-  if (forest.ok()) forest->source.format = "sklearn-pickle";
+  auto forest = ImportSklearnStream(stream, path + " (exported)");
+  if (!forest.ok()) return forest;
+  // Warnings (e.g. "pickled by another scikit-learn version") go to the caller.
+  size_t begin = 0;
+  while (begin < err.size()) {
+    size_t end = err.find('\n', begin);
+    if (end == std::string::npos) end = err.size();
+    if (end > begin) forest->source.warnings.push_back(err.substr(begin, end - begin));
+    begin = end + 1;
+  }
   return forest;
 }
 

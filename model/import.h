@@ -40,6 +40,13 @@ StatusOr<Forest> ImportXgboostUbjson(std::string_view bytes, const std::string& 
 StatusOr<Forest> ImportSklearnJson(std::string_view text, const std::string& name);
 StatusOr<Forest> ImportLightgbmText(std::string_view text, const std::string& name);
 
+// The binary stream `pacset-sklearn-export --stream` writes (docs/sklearn-export.md):
+// the magic, a little-endian u64 length, the JSON document whose arrays are
+// {"dtype", "blob": [offset, count]} references, then the arrays' raw bytes.
+// The arrays are read in place.
+inline constexpr char kSklearnStreamMagic[8] = {'P', 'A', 'C', 'S', 'K', 'L', '\0', '1'};
+StatusOr<Forest> ImportSklearnStream(std::string_view bytes, const std::string& name);
+
 // Runs the scikit-learn exporter on a pickled estimator and imports its JSON.
 // Needs python3 with scikit-learn; the error says what to install otherwise.
 // Unpickling runs code from the file: only use files you trust.

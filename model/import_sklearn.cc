@@ -1,5 +1,9 @@
-// scikit-learn importer: the JSON written by tools/pacset-sklearn-export
-// (format: docs/sklearn-export.md) -> Forest.
+// scikit-learn importer: a fitted estimator's tree arrays -> Forest. The
+// arrays come straight from the estimator (ImportSklearnArrays, used by the
+// Python package), from the JSON written by tools/pacset-sklearn-export, or
+// from its binary stream (format of both: docs/sklearn-export.md); the JSON
+// and the stream are read into the same SklearnEstimatorArrays, so there is
+// one mapping from scikit-learn to a Forest.
 //
 // Exactness (scikit-learn sklearn/tree/_tree.pyx, ensemble/_forest.py,
 // ensemble/_gb.py, ensemble/_gradient_boosting.pyx):
@@ -24,8 +28,10 @@
 //    `missing_go_to_left = n_left > n_right`): NaN goes to the child with more
 //    training samples (n_node_samples), and to the right on a tie.
 #include <cmath>
+#include <cstring>
 #include <limits>
 
+#include "model/array_import.h"
 #include "model/import.h"
 #include "model/json_reader.h"
 
@@ -91,9 +97,14 @@ double NumpyPairwiseSum(const double* a, size_t n) {
   return NumpyPairwiseSum(a, n2) + NumpyPairwiseSum(a + n2, n - n2);
 }
 
-// kNotSupported with the file and JSON path of `r`.
-Status NotSupportedAt(const JsonReader& r, const std::string& what) {
-  return Status::NotSupported(r.Error(what).message());
+// "FILE: FIELD: what", the form JsonReader uses, so both paths name fields alike.
+Status FieldError(const std::string& name, const std::string& field, const std::string& what,
+                  StatusCode code = StatusCode::kInvalidArgument) {
+  return Status(code, name + ": " + field + ": " + what);
+}
+
+std::string TreeField(size_t t, const char* field) {
+  return "trees/" + std::to_string(t) + "/" + field;
 }
 
 struct GradientBoostingLoss {
@@ -103,7 +114,7 @@ struct GradientBoostingLoss {
 
 // The link from raw predictions to sklearn's predict / predict_proba.
 StatusOr<GradientBoostingLoss> LookupLoss(const std::string& loss, bool classifier,
-                                          uint32_t num_outputs, const JsonReader& where) {
+                                          uint32_t num_outputs, const std::string& name) {
   if (classifier) {
     if (loss == "log_loss" || loss == "deviance")
       return GradientBoostingLoss{
@@ -115,54 +126,84 @@ StatusOr<GradientBoostingLoss> LookupLoss(const std::string& loss, bool classifi
     for (const char* l : {"squared_error", "ls", "absolute_error", "lad", "huber", "quantile"})
       if (loss == l) return GradientBoostingLoss{Postprocess::kIdentity, 1.0};
   }
-  return NotSupportedAt(where, "loss '" + loss + "' is not supported for a " +
-                                   (classifier ? "classifier (supported: log_loss, deviance, "
-                                                 "exponential for two classes)"
-                                               : "regressor (supported: squared_error, "
-                                                 "absolute_error, huber, quantile)"));
+  return FieldError(name, "loss",
+                    "loss '" + loss + "' is not supported for a " +
+                        (classifier ? "classifier (supported: log_loss, deviance, "
+                                      "exponential for two classes)"
+                                    : "regressor (supported: squared_error, "
+                                      "absolute_error, huber, quantile)"),
+                    StatusCode::kNotSupported);
 }
 
-// Reads one tree of `trees` into `f`. `value_width` values per node;
-// `leaf_scale` multiplies leaf values (the learning rate, or 1).
-Status ImportTree(const JsonReader& tree, size_t t, uint32_t group, uint32_t value_width,
-                  bool normalise, double leaf_scale, Forest& f) {
-  PACSET_ASSIGN_OR_RETURN(auto left_r, tree.Member("children_left"));
-  PACSET_ASSIGN_OR_RETURN(auto left, left_r.Integers());
-  const int64_t n = static_cast<int64_t>(left.size());
-  if (n == 0) return left_r.Error("a tree needs at least one node");
-  if (n > INT32_MAX) return left_r.Error("tree too large");
-  PACSET_ASSIGN_OR_RETURN(auto right_r, tree.Member("children_right"));
-  PACSET_ASSIGN_OR_RETURN(auto right, right_r.Integers(n));
-  PACSET_ASSIGN_OR_RETURN(auto feat_r, tree.Member("feature"));
-  PACSET_ASSIGN_OR_RETURN(auto feat, feat_r.Integers(n));
-  PACSET_ASSIGN_OR_RETURN(auto th_r, tree.Member("threshold"));
-  PACSET_ASSIGN_OR_RETURN(auto th, th_r.Doubles(n));
-  PACSET_ASSIGN_OR_RETURN(auto value_r, tree.Member("value"));
-  PACSET_ASSIGN_OR_RETURN(auto value, value_r.Doubles(n * static_cast<int64_t>(value_width)));
-  PACSET_ASSIGN_OR_RETURN(auto samples_r, tree.Member("n_node_samples"));
-  PACSET_ASSIGN_OR_RETURN(auto samples, samples_r.Integers(n));
-  std::vector<int64_t> missing_left;
-  const bool has_missing_left = tree.Has("missing_go_to_left");
-  if (has_missing_left) {
-    PACSET_ASSIGN_OR_RETURN(auto ml_r, tree.Member("missing_go_to_left"));
-    PACSET_ASSIGN_OR_RETURN(missing_left, ml_r.Integers(n));
-  }
+// Scratch arrays of one tree, reused across trees.
+struct TreeScratch {
+  std::vector<int64_t> left, right, feat, samples, missing_left;
+  std::vector<double> th, value;
+};
 
-  const uint64_t base = f.AddTree(group, static_cast<uint32_t>(n));
-  const std::string where = "tree " + std::to_string(t) + " node ";
-  for (int64_t i = 0; i < n; ++i) {
+Status CheckLength(const ArrayView& a, size_t expected, const std::string& name,
+                   const std::string& field) {
+  if (a.size != expected)
+    return FieldError(
+        name, field,
+        "expected " + std::to_string(expected) + " values, found " + std::to_string(a.size));
+  return Status::Ok();
+}
+
+// Appends tree `t` to `f`. `value_width` values per node; `leaf_scale`
+// multiplies leaf values (the learning rate, or 1).
+Status ImportTree(const SklearnTreeArrays& tree, size_t t, uint32_t value_width, bool normalise,
+                  double leaf_scale, const std::string& name, TreeScratch& s, Forest& f) {
+  const size_t n = tree.children_left.size;
+  if (n == 0)
+    return FieldError(name, TreeField(t, "children_left"), "a tree needs at least one node");
+  if (n > static_cast<size_t>(INT32_MAX))
+    return FieldError(name, TreeField(t, "children_left"), "tree too large");
+  PACSET_RETURN_IF_ERROR(CheckLength(tree.children_right, n, name, TreeField(t, "children_right")));
+  PACSET_RETURN_IF_ERROR(CheckLength(tree.feature, n, name, TreeField(t, "feature")));
+  PACSET_RETURN_IF_ERROR(CheckLength(tree.threshold, n, name, TreeField(t, "threshold")));
+  PACSET_RETURN_IF_ERROR(CheckLength(tree.value, n * value_width, name, TreeField(t, "value")));
+  PACSET_RETURN_IF_ERROR(CheckLength(tree.n_node_samples, n, name, TreeField(t, "n_node_samples")));
+  const bool has_missing_left = !tree.missing_go_to_left.empty();
+  if (has_missing_left)
+    PACSET_RETURN_IF_ERROR(
+        CheckLength(tree.missing_go_to_left, n, name, TreeField(t, "missing_go_to_left")));
+  for (const ArrayView* a : {&tree.children_left, &tree.children_right, &tree.feature,
+                             &tree.n_node_samples, &tree.missing_go_to_left})
+    if (!a->empty() && !a->is_integer())
+      return FieldError(name, TreeField(t, "children_left"),
+                        std::string("integer arrays expected, found ") + ElementTypeName(a->type));
+  auto load = [](const ArrayView& a, auto& v) {
+    v.resize(a.size);
+    a.CopyTo(v.data());
+  };
+  load(tree.children_left, s.left);
+  load(tree.children_right, s.right);
+  load(tree.feature, s.feat);
+  load(tree.threshold, s.th);
+  load(tree.value, s.value);
+  load(tree.n_node_samples, s.samples);
+  if (has_missing_left) load(tree.missing_go_to_left, s.missing_left);
+
+  const uint64_t base = f.AddTree(tree.output, static_cast<uint32_t>(n));
+  const std::string where = "node ";
+  for (size_t i = 0; i < n; ++i) {
     const uint64_t g = base + i;
-    if (samples[i] < 0)
-      return samples_r.Error(where + std::to_string(i) + " has a negative sample count");
-    f.cardinality[g] = static_cast<double>(samples[i]);
-    if (left[i] == -1 || right[i] == -1) {
-      if (left[i] != right[i])
-        return left_r.Error(where + std::to_string(i) + " has only one child");
-      const double* v = value.data() + i * value_width;
+    if (s.samples[i] < 0)
+      return FieldError(name, TreeField(t, "n_node_samples"),
+                        where + std::to_string(i) + " has a negative sample count");
+    f.cardinality[g] = static_cast<double>(s.samples[i]);
+    const int64_t l = s.left[i], r = s.right[i];
+    if (l == -1 || r == -1) {
+      if (l != r)
+        return FieldError(name, TreeField(t, "children_left"),
+                          where + std::to_string(i) + " has only one child");
+      const double* v = s.value.data() + i * value_width;
       double* out = f.leaf_value.data() + g * f.leaf_width;
       for (uint32_t k = 0; k < value_width; ++k)
         if (std::isnan(v[k]))
-          return value_r.Error(where + std::to_string(i) + " has a NaN leaf value");
+          return FieldError(name, TreeField(t, "value"),
+                            where + std::to_string(i) + " has a NaN leaf value");
       if (normalise) {
         // DecisionTreeClassifier.predict_proba: proba / proba.sum(axis=1),
         // with a zero sum replaced by 1.
@@ -174,31 +215,94 @@ Status ImportTree(const JsonReader& tree, size_t t, uint32_t group, uint32_t val
       }
       continue;
     }
-    for (const auto* c : {&left, &right}) {
-      const int64_t child = (*c)[i];
-      if (child <= i || child >= n)
-        return (c == &left ? left_r : right_r)
-            .Error(where + std::to_string(i) + " has child " + std::to_string(child) + " outside " +
-                   std::to_string(i + 1) + ".." + std::to_string(n - 1));
+    for (const int64_t child : {l, r}) {
+      if (child <= static_cast<int64_t>(i) || child >= static_cast<int64_t>(n))
+        return FieldError(name, TreeField(t, child == l ? "children_left" : "children_right"),
+                          where + std::to_string(i) + " has child " + std::to_string(child) +
+                              " outside " + std::to_string(i + 1) + ".." + std::to_string(n - 1));
     }
-    if (feat[i] < 0 || feat[i] >= static_cast<int64_t>(f.num_features))
-      return feat_r.Error(where + std::to_string(i) + " splits on feature " +
-                          std::to_string(feat[i]) + " but n_features is " +
-                          std::to_string(f.num_features));
-    if (std::isnan(th[i])) return th_r.Error(where + std::to_string(i) + " has a NaN threshold");
-    f.left_child[g] = static_cast<int32_t>(left[i]);
-    f.right_child[g] = static_cast<int32_t>(right[i]);
-    f.split_feature[g] = static_cast<uint32_t>(feat[i]);
+    if (s.feat[i] < 0 || s.feat[i] >= static_cast<int64_t>(f.num_features))
+      return FieldError(name, TreeField(t, "feature"),
+                        where + std::to_string(i) + " splits on feature " +
+                            std::to_string(s.feat[i]) + " but n_features is " +
+                            std::to_string(f.num_features));
+    if (std::isnan(s.th[i]))
+      return FieldError(name, TreeField(t, "threshold"),
+                        where + std::to_string(i) + " has a NaN threshold");
+    f.left_child[g] = static_cast<int32_t>(l);
+    f.right_child[g] = static_cast<int32_t>(r);
+    f.split_feature[g] = static_cast<uint32_t>(s.feat[i]);
     // float32 x <= t (in double)  <=>  x <= the largest float32 <= t.
-    f.threshold[g] = Float32AtOrBelow(th[i]);
-    const bool nan_left =
-        has_missing_left ? missing_left[i] != 0 : samples[left[i]] > samples[right[i]];
+    f.threshold[g] = Float32AtOrBelow(s.th[i]);
+    const bool nan_left = has_missing_left ? s.missing_left[i] != 0 : s.samples[l] > s.samples[r];
     f.flags[g] = nan_left ? kDefaultLeft : 0;
   }
   return Status::Ok();
 }
 
-StatusOr<Forest> ImportSklearnDocument(const nlohmann::json& doc, const std::string& file) {
+// ---- the exported JSON (and its binary stream) -> SklearnEstimatorArrays ----
+
+// The raw bytes after the JSON document of a binary stream; empty for JSON.
+struct Blob {
+  std::string_view bytes;
+};
+
+// Owned arrays of a JSON document; the views in SklearnEstimatorArrays point here.
+struct JsonArrays {
+  std::vector<std::vector<int64_t>> ints;
+  std::vector<std::vector<double>> doubles;
+};
+
+// An array member: a JSON list, {"dtype", "base64"}, or in a binary stream
+// {"dtype", "blob": [offset, count]} viewed in place.
+StatusOr<ArrayView> ReadArray(const JsonReader& parent, const std::string& key, bool integer,
+                              int64_t expected, const Blob& blob, JsonArrays& store) {
+  PACSET_ASSIGN_OR_RETURN(auto r, parent.Member(key));
+  const nlohmann::json& j = r.json();
+  if (j.is_object() && j.contains("blob")) {
+    if (blob.bytes.empty()) return r.Error("a blob reference outside a binary stream");
+    if (!j.contains("dtype") || !j["dtype"].is_string())
+      return r.Error("a blob reference needs a dtype");
+    const std::string dtype = j["dtype"].get<std::string>();
+    ArrayView a;
+    if (dtype == "<i8") {
+      a.type = ElementType::kInt64;
+    } else if (dtype == "<f8") {
+      a.type = ElementType::kFloat64;
+    } else if (dtype == "|u1") {
+      a.type = ElementType::kUint8;
+    } else {
+      return r.Error("dtype " + dtype + " is not <i8, <f8 or |u1");
+    }
+    if (a.is_integer() != integer)
+      return r.Error(std::string(integer ? "an integer" : "a float") + " array is expected");
+    PACSET_ASSIGN_OR_RETURN(auto where, r.Member("blob"));
+    PACSET_ASSIGN_OR_RETURN(auto pos, where.Integers(2));
+    const uint64_t size = ElementSize(a.type);
+    if (pos[0] < 0 || pos[1] < 0 || static_cast<uint64_t>(pos[1]) > blob.bytes.size() / size ||
+        static_cast<uint64_t>(pos[0]) > blob.bytes.size() - static_cast<uint64_t>(pos[1]) * size)
+      return r.Error("the blob reference lies outside the stream's " +
+                     std::to_string(blob.bytes.size()) + " bytes of arrays");
+    if (expected >= 0 && pos[1] != expected)
+      return r.Error("expected " + std::to_string(expected) + " values, found " +
+                     std::to_string(pos[1]));
+    a.data = blob.bytes.data() + pos[0];
+    a.size = static_cast<size_t>(pos[1]);
+    a.stride = static_cast<ptrdiff_t>(size);
+    return a;
+  }
+  if (integer) {
+    PACSET_ASSIGN_OR_RETURN(auto v, r.Integers(expected));
+    store.ints.push_back(std::move(v));
+    return ArrayView::Of(store.ints.back());
+  }
+  PACSET_ASSIGN_OR_RETURN(auto v, r.Doubles(expected));
+  store.doubles.push_back(std::move(v));
+  return ArrayView::Of(store.doubles.back());
+}
+
+StatusOr<Forest> ImportSklearnDocument(const nlohmann::json& doc, const std::string& file,
+                                       const Blob& blob) {
   JsonReader root(doc, file);
   if (!doc.is_object()) return root.Error("expected a JSON object");
   PACSET_ASSIGN_OR_RETURN(auto format_r, root.Member("format"));
@@ -208,96 +312,73 @@ StatusOr<Forest> ImportSklearnDocument(const nlohmann::json& doc, const std::str
   PACSET_ASSIGN_OR_RETURN(auto version_r, root.Member("format_version"));
   PACSET_ASSIGN_OR_RETURN(int64_t version, version_r.Integer());
   if (version != kFormatVersion)
-    return NotSupportedAt(version_r, "version " + std::to_string(version) +
-                                         " is not supported (this pacset reads " +
-                                         std::to_string(kFormatVersion) +
-                                         "; re-export with its pacset-sklearn-export)");
+    return Status::NotSupported(
+        version_r
+            .Error("version " + std::to_string(version) + " is not supported (this pacset reads " +
+                   std::to_string(kFormatVersion) + "; re-export with its pacset-sklearn-export)")
+            .message());
 
-  Forest f;
-  f.source.format = "sklearn-json";
+  SklearnEstimatorArrays est;
   PACSET_ASSIGN_OR_RETURN(auto sk_version_r, root.Member("sklearn_version"));
-  PACSET_ASSIGN_OR_RETURN(std::string sk_version, sk_version_r.String());
-  f.source.library_version = "scikit-learn " + sk_version;
-
+  PACSET_ASSIGN_OR_RETURN(est.sklearn_version, sk_version_r.String());
   PACSET_ASSIGN_OR_RETURN(auto estimator_r, root.Member("estimator"));
-  PACSET_ASSIGN_OR_RETURN(std::string estimator, estimator_r.String());
-  const EstimatorInfo* info = LookupEstimator(estimator);
+  PACSET_ASSIGN_OR_RETURN(est.estimator, estimator_r.String());
+  const EstimatorInfo* info = LookupEstimator(est.estimator);
   if (info == nullptr)
-    return NotSupportedAt(estimator_r,
-                          "estimator '" + estimator.substr(0, 80) +
-                              "' is not supported (supported: " + SupportedEstimators() + ")");
-  f.source.objective = estimator;
+    return Status::NotSupported(
+        estimator_r
+            .Error("estimator '" + est.estimator.substr(0, 80) +
+                   "' is not supported (supported: " + SupportedEstimators() + ")")
+            .message());
   const bool boosting = info->kind == EstimatorKind::kBoosting;
-
   PACSET_ASSIGN_OR_RETURN(auto features_r, root.Member("n_features"));
-  PACSET_ASSIGN_OR_RETURN(int64_t num_features, features_r.Integer());
-  if (num_features <= 0 || num_features > (1 << 30))
-    return features_r.Error("n_features must be between 1 and 2^30");
+  PACSET_ASSIGN_OR_RETURN(est.n_features, features_r.Integer());
   PACSET_ASSIGN_OR_RETURN(auto classes_n_r, root.Member("n_classes"));
-  PACSET_ASSIGN_OR_RETURN(int64_t num_classes, classes_n_r.Integer());
+  PACSET_ASSIGN_OR_RETURN(est.n_classes, classes_n_r.Integer());
+  const int64_t num_classes = est.n_classes;
   if (info->classifier ? (num_classes < 2 || num_classes > 100000) : num_classes != 1)
     return classes_n_r.Error(info->classifier ? "a classifier needs 2 to 100000 classes"
                                               : "a regressor has n_classes 1");
+
+  // Members that only restate what the estimator implies: checked for consistency.
   PACSET_ASSIGN_OR_RETURN(auto classes_r, root.Member("classes"));
   PACSET_ASSIGN_OR_RETURN(size_t classes_size, classes_r.ArraySize());
   if (classes_size != static_cast<size_t>(info->classifier ? num_classes : 0))
     return classes_r.Error("expected " + std::to_string(info->classifier ? num_classes : 0) +
                            " class labels, found " + std::to_string(classes_size));
-
   PACSET_ASSIGN_OR_RETURN(auto task_r, root.Member("task"));
   PACSET_ASSIGN_OR_RETURN(std::string task, task_r.String());
-  f.task = !info->classifier  ? Task::kRegression
-           : num_classes == 2 ? Task::kBinaryClassification
-                              : Task::kMulticlassClassification;
-  if (task != TaskName(f.task))
-    return task_r.Error("expected \"" + std::string(TaskName(f.task)) + "\" for a " + estimator +
-                        " with n_classes " + std::to_string(num_classes) + ", found \"" +
-                        task.substr(0, 40) + "\"");
+  const Task expected_task = !info->classifier  ? Task::kRegression
+                             : num_classes == 2 ? Task::kBinaryClassification
+                                                : Task::kMulticlassClassification;
+  if (task != TaskName(expected_task))
+    return task_r.Error("expected \"" + std::string(TaskName(expected_task)) + "\" for a " +
+                        est.estimator + " with n_classes " + std::to_string(num_classes) +
+                        ", found \"" + task.substr(0, 40) + "\"");
   PACSET_ASSIGN_OR_RETURN(auto aggregation_r, root.Member("aggregation"));
   PACSET_ASSIGN_OR_RETURN(std::string aggregation, aggregation_r.String());
-  f.aggregation = boosting ? Aggregation::kSum : Aggregation::kMean;
-  if (aggregation != AggregationName(f.aggregation))
-    return aggregation_r.Error("expected \"" + std::string(AggregationName(f.aggregation)) +
-                               "\" for a " + estimator + ", found \"" + aggregation.substr(0, 40) +
-                               "\"");
+  const Aggregation expected_aggregation = boosting ? Aggregation::kSum : Aggregation::kMean;
+  if (aggregation != AggregationName(expected_aggregation))
+    return aggregation_r.Error("expected \"" + std::string(AggregationName(expected_aggregation)) +
+                               "\" for a " + est.estimator + ", found \"" +
+                               aggregation.substr(0, 40) + "\"");
 
-  f.num_features = static_cast<uint32_t>(num_features);
-  f.num_classes = static_cast<uint32_t>(num_classes);
-  f.input_precision = Precision::kFloat32;
-  f.accumulate_precision = Precision::kFloat64;
-  f.cardinality_source = CardinalitySource::kTraining;
-
-  double learning_rate = 1.0;
-  uint32_t value_width = 1;
+  uint32_t num_outputs = 1, value_width = 1;
   if (boosting) {
-    // One tree per class and stage for multiclass, else one per stage.
-    f.num_outputs = num_classes > 2 ? static_cast<uint32_t>(num_classes) : 1;
-    f.leaf_width = 1;
+    num_outputs = num_classes > 2 ? static_cast<uint32_t>(num_classes) : 1;
     PACSET_ASSIGN_OR_RETURN(auto outputs_r, root.Member("n_outputs"));
     PACSET_ASSIGN_OR_RETURN(int64_t outputs, outputs_r.Integer());
-    if (outputs != f.num_outputs)
-      return outputs_r.Error("expected " + std::to_string(f.num_outputs) + " for " + task +
+    if (outputs != num_outputs)
+      return outputs_r.Error("expected " + std::to_string(num_outputs) + " for " + task +
                              ", found " + std::to_string(outputs));
     PACSET_ASSIGN_OR_RETURN(auto loss_r, root.Member("loss"));
-    PACSET_ASSIGN_OR_RETURN(std::string loss_name, loss_r.String());
-    PACSET_ASSIGN_OR_RETURN(GradientBoostingLoss loss,
-                            LookupLoss(loss_name, info->classifier, f.num_outputs, loss_r));
-    f.postprocess = loss.post;
-    f.sigmoid_alpha = loss.sigmoid_alpha;
+    PACSET_ASSIGN_OR_RETURN(est.loss, loss_r.String());
     PACSET_ASSIGN_OR_RETURN(auto lr_r, root.Member("learning_rate"));
-    PACSET_ASSIGN_OR_RETURN(learning_rate, lr_r.Number());
-    if (!std::isfinite(learning_rate)) return lr_r.Error("learning_rate must be finite");
+    PACSET_ASSIGN_OR_RETURN(est.learning_rate, lr_r.Number());
     PACSET_ASSIGN_OR_RETURN(auto init_r, root.Member("init_raw_prediction"));
-    PACSET_ASSIGN_OR_RETURN(f.base_score, init_r.Doubles(f.num_outputs));
-    for (double b : f.base_score)
-      if (!std::isfinite(b)) return init_r.Error("the initial raw prediction must be finite");
-  } else {
-    // Classifier leaves are probability vectors over all classes.
-    f.num_outputs = info->classifier ? static_cast<uint32_t>(num_classes) : 1;
-    f.leaf_width = f.num_outputs;
-    value_width = f.num_outputs;
-    f.postprocess = Postprocess::kIdentity;
-    f.base_score.assign(f.num_outputs, 0.0);
+    PACSET_ASSIGN_OR_RETURN(est.init_raw_prediction, init_r.Doubles(num_outputs));
+  } else if (info->classifier) {
+    value_width = static_cast<uint32_t>(num_classes);
   }
 
   PACSET_ASSIGN_OR_RETURN(auto trees, root.Member("trees"));
@@ -310,31 +391,141 @@ StatusOr<Forest> ImportSklearnDocument(const nlohmann::json& doc, const std::str
       return nt_r.Error("n_trees is " + std::to_string(nt) + " but trees has " +
                         std::to_string(num_trees) + " entries");
   }
+  JsonArrays store;
+  est.trees.resize(num_trees);
   for (size_t t = 0; t < num_trees; ++t) {
     PACSET_ASSIGN_OR_RETURN(auto tree, trees.Element(t));
     if (!tree.json().is_object()) return tree.Error("expected an object");
-    uint32_t group = 0;
+    SklearnTreeArrays& a = est.trees[t];
     if (boosting) {
       PACSET_ASSIGN_OR_RETURN(auto output_r, tree.Member("output"));
       PACSET_ASSIGN_OR_RETURN(int64_t output, output_r.Integer());
-      if (output < 0 || output >= static_cast<int64_t>(f.num_outputs))
+      if (output < 0 || output >= static_cast<int64_t>(num_outputs))
         return output_r.Error("tree " + std::to_string(t) + " feeds output " +
                               std::to_string(output) + " but the model has " +
-                              std::to_string(f.num_outputs));
-      group = static_cast<uint32_t>(output);
+                              std::to_string(num_outputs));
+      a.output = static_cast<uint32_t>(output);
     }
-    PACSET_RETURN_IF_ERROR(
-        ImportTree(tree, t, group, value_width, info->classifier && !boosting, learning_rate, f));
+    PACSET_ASSIGN_OR_RETURN(a.children_left,
+                            ReadArray(tree, "children_left", true, -1, blob, store));
+    const int64_t n = static_cast<int64_t>(a.children_left.size);
+    PACSET_ASSIGN_OR_RETURN(a.children_right,
+                            ReadArray(tree, "children_right", true, n, blob, store));
+    PACSET_ASSIGN_OR_RETURN(a.feature, ReadArray(tree, "feature", true, n, blob, store));
+    PACSET_ASSIGN_OR_RETURN(a.threshold, ReadArray(tree, "threshold", false, n, blob, store));
+    PACSET_ASSIGN_OR_RETURN(a.value, ReadArray(tree, "value", false, n * value_width, blob, store));
+    PACSET_ASSIGN_OR_RETURN(a.n_node_samples,
+                            ReadArray(tree, "n_node_samples", true, n, blob, store));
+    if (tree.Has("missing_go_to_left")) {
+      PACSET_ASSIGN_OR_RETURN(a.missing_go_to_left,
+                              ReadArray(tree, "missing_go_to_left", true, n, blob, store));
+    }
   }
-  PACSET_RETURN_IF_ERROR(f.Validate().WithContext(file));
-  return f;
+  auto forest = ImportSklearnArrays(est, file);
+  if (forest.ok()) forest->source.format = "sklearn-json";
+  return forest;
 }
 
 }  // namespace
 
+StatusOr<Forest> ImportSklearnArrays(const SklearnEstimatorArrays& est, const std::string& name) {
+  const EstimatorInfo* info = LookupEstimator(est.estimator);
+  if (info == nullptr)
+    return FieldError(name, "estimator",
+                      "estimator '" + est.estimator.substr(0, 80) +
+                          "' is not supported (supported: " + SupportedEstimators() + ")",
+                      StatusCode::kNotSupported);
+  const bool boosting = info->kind == EstimatorKind::kBoosting;
+  if (est.n_features <= 0 || est.n_features > (1 << 30))
+    return FieldError(name, "n_features", "n_features must be between 1 and 2^30");
+  const int64_t num_classes = est.n_classes;
+  if (info->classifier ? (num_classes < 2 || num_classes > 100000) : num_classes != 1)
+    return FieldError(name, "n_classes",
+                      info->classifier ? "a classifier needs 2 to 100000 classes"
+                                       : "a regressor has n_classes 1");
+  Forest f;
+  f.source.format = "sklearn";
+  f.source.library_version = "scikit-learn " + est.sklearn_version;
+  f.source.objective = est.estimator;
+  f.task = !info->classifier  ? Task::kRegression
+           : num_classes == 2 ? Task::kBinaryClassification
+                              : Task::kMulticlassClassification;
+  f.aggregation = boosting ? Aggregation::kSum : Aggregation::kMean;
+  f.num_features = static_cast<uint32_t>(est.n_features);
+  f.num_classes = static_cast<uint32_t>(num_classes);
+  f.input_precision = Precision::kFloat32;
+  f.accumulate_precision = Precision::kFloat64;
+  f.cardinality_source = CardinalitySource::kTraining;
+
+  double learning_rate = 1.0;
+  uint32_t value_width = 1;
+  if (boosting) {
+    // One tree per class and stage for multiclass, else one per stage.
+    f.num_outputs = num_classes > 2 ? static_cast<uint32_t>(num_classes) : 1;
+    f.leaf_width = 1;
+    PACSET_ASSIGN_OR_RETURN(GradientBoostingLoss loss,
+                            LookupLoss(est.loss, info->classifier, f.num_outputs, name));
+    f.postprocess = loss.post;
+    f.sigmoid_alpha = loss.sigmoid_alpha;
+    learning_rate = est.learning_rate;
+    if (!std::isfinite(learning_rate))
+      return FieldError(name, "learning_rate", "learning_rate must be finite");
+    if (est.init_raw_prediction.size() != f.num_outputs)
+      return FieldError(name, "init_raw_prediction",
+                        "expected " + std::to_string(f.num_outputs) + " values, found " +
+                            std::to_string(est.init_raw_prediction.size()));
+    f.base_score = est.init_raw_prediction;
+    for (double b : f.base_score)
+      if (!std::isfinite(b))
+        return FieldError(name, "init_raw_prediction", "the initial raw prediction must be finite");
+  } else {
+    // Classifier leaves are probability vectors over all classes.
+    f.num_outputs = info->classifier ? static_cast<uint32_t>(num_classes) : 1;
+    f.leaf_width = f.num_outputs;
+    value_width = f.num_outputs;
+    f.postprocess = Postprocess::kIdentity;
+    f.base_score.assign(f.num_outputs, 0.0);
+  }
+  if (est.trees.empty()) return FieldError(name, "trees", "the model has no trees");
+  size_t total_nodes = 0;
+  for (const auto& tree : est.trees) total_nodes += tree.children_left.size;
+  f.Reserve(est.trees.size(), total_nodes);
+  TreeScratch scratch;
+  for (size_t t = 0; t < est.trees.size(); ++t) {
+    const SklearnTreeArrays& tree = est.trees[t];
+    if (boosting ? tree.output >= f.num_outputs : tree.output != 0)
+      return FieldError(name, TreeField(t, "output"),
+                        "tree " + std::to_string(t) + " feeds output " +
+                            std::to_string(tree.output) + " but the model has " +
+                            std::to_string(f.num_outputs));
+    PACSET_RETURN_IF_ERROR(ImportTree(tree, t, value_width, info->classifier && !boosting,
+                                      learning_rate, name, scratch, f));
+  }
+  PACSET_RETURN_IF_ERROR(f.Validate().WithContext(name));
+  return f;
+}
+
 StatusOr<Forest> ImportSklearnJson(std::string_view text, const std::string& name) {
   PACSET_ASSIGN_OR_RETURN(nlohmann::json doc, ParseJsonDocument(text, name));
-  return ImportSklearnDocument(doc, name);
+  return ImportSklearnDocument(doc, name, Blob{});
+}
+
+StatusOr<Forest> ImportSklearnStream(std::string_view bytes, const std::string& name) {
+  constexpr size_t kPrefix = sizeof(kSklearnStreamMagic) + 8;
+  if (bytes.size() < kPrefix ||
+      std::memcmp(bytes.data(), kSklearnStreamMagic, sizeof(kSklearnStreamMagic)) != 0)
+    return Status::InvalidArgument(name + ": not a pacset-sklearn binary stream");
+  uint64_t json_size = 0;
+  std::memcpy(&json_size, bytes.data() + sizeof(kSklearnStreamMagic), 8);
+  if (json_size > bytes.size() - kPrefix)
+    return Status::InvalidArgument(name + ": the stream ends inside its JSON document (" +
+                                   std::to_string(bytes.size()) + " bytes)");
+  PACSET_ASSIGN_OR_RETURN(nlohmann::json doc,
+                          ParseJsonDocument(bytes.substr(kPrefix, json_size), name));
+  Blob blob{bytes.substr(kPrefix + json_size)};
+  auto forest = ImportSklearnDocument(doc, name, blob);
+  if (forest.ok()) forest->source.format = "sklearn-pickle";
+  return forest;
 }
 
 }  // namespace pacset

@@ -67,12 +67,17 @@ echo "build-deb: building pacsetfs $version from $source_kind in $src"
 
 # dpkg-buildpackage writes next to the source tree; move the results to $out.
 arch=$(dpkg-architecture -qDEB_HOST_ARCH)
-results=("$staging"/pacsetfs_"$version"_"$arch".deb "$staging"/pacsetfs-dbgsym_"$version"_"$arch".deb
+results=("$staging"/pacsetfs_"$version"_"$arch".deb "$staging"/python3-pacset_"$version"_"$arch".deb
+         "$staging"/pacsetfs-dbgsym_"$version"_"$arch".deb
+         "$staging"/python3-pacset-dbgsym_"$version"_"$arch".deb
          "$staging"/pacsetfs_"$version"_"$arch".buildinfo "$staging"/pacsetfs_"$version"_"$arch".changes)
-[ -f "${results[0]}" ] || die "dpkg-buildpackage did not produce ${results[0]}"
-rm -f "$out"/pacsetfs_*.deb "$out"/pacsetfs-dbgsym_*.deb "$out"/pacsetfs_*.buildinfo "$out"/pacsetfs_*.changes
+for r in "${results[@]:0:2}"; do
+  [ -f "$r" ] || die "dpkg-buildpackage did not produce $r"
+done
+rm -f "$out"/pacsetfs_*.deb "$out"/pacsetfs-dbgsym_*.deb "$out"/pacsetfs_*.buildinfo "$out"/pacsetfs_*.changes \
+  "$out"/python3-pacset_*.deb "$out"/python3-pacset-dbgsym_*.deb
 for f in "${results[@]}"; do
   [ -f "$f" ] && mv "$f" "$out/"
 done
 $keep || rm -rf "$src"
-echo "build-deb: $out/pacsetfs_${version}_${arch}.deb"
+echo "build-deb: $out/pacsetfs_${version}_${arch}.deb $out/python3-pacset_${version}_${arch}.deb"

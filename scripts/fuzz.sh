@@ -14,10 +14,10 @@ SECONDS_PER_TARGET=${1:-30}
 shift || true
 TARGETS=("$@")
 [ ${#TARGETS[@]} -gt 0 ] || TARGETS=(pac_file xgboost_json xgboost_ubjson sklearn_json
-  lightgbm_text forest_file csv trace store_codec)
+  sklearn_stream lightgbm_text forest_file csv trace store_codec)
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DPACSET_FUZZ=ON -DPACSET_SANITIZE=address,undefined -DPACSET_BUILD_TESTS=OFF \
-  -DPACSET_BUILD_BENCHMARKS=OFF >/dev/null
+  -DPACSET_BUILD_BENCHMARKS=OFF -DPACSET_BUILD_PYTHON=OFF >/dev/null
 cmake --build build-fuzz -j"$(nproc)" --target fuzzers pacset
 C=build-fuzz/corpus
 for t in "${TARGETS[@]}"; do mkdir -p "$C/$t"; done
@@ -49,6 +49,10 @@ for name, est in [("rf", RandomForestClassifier(n_estimators=3, max_depth=3, ran
         joblib.dump(est, p)
         subprocess.run([sys.executable, exporter, p, "-o",
                         os.path.join(c, "sklearn_json", name + ".json")], check=True)
+        if os.path.isdir(os.path.join(c, "sklearn_stream")):  # the target supplies the magic
+            stream = subprocess.run([sys.executable, exporter, p, "--stream"], check=True,
+                                    capture_output=True).stdout
+            open(os.path.join(c, "sklearn_stream", name + ".bin"), "wb").write(stream[8:])
 np.savetxt(os.path.join(c, "csv", "rows.csv"), X[:5], delimiter=",")
 PY
   build-fuzz/tools/pacset pack "$C/xgboost_json/binary.json" -o "$C/pac_file/seed.pac" \

@@ -8,9 +8,11 @@ PKGS=(
   libcli11-dev nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev
   redis-server
   python3 python3-numpy python3-xgboost python3-sklearn python3-joblib
+  # the Python package (python/) and its tests
+  python3-dev pybind11-dev python3-pandas python3-dask python3-distributed python3-pytest
   dataset-fashion-mnist
   # the Debian package: scripts/build-deb.sh, tests/deb
-  dpkg-dev debhelper help2man lintian bash-completion
+  dpkg-dev debhelper dh-python help2man lintian bash-completion
 )
 missing=()
 for p in "${PKGS[@]}"; do

@@ -16,7 +16,7 @@ bash scripts/build.sh
 if [ "${PACSET_SKIP_SANITIZERS:-0}" != 1 ]; then
   echo "== sanitizer build (address, undefined)"
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DPACSET_SANITIZE=address,undefined -DPACSET_BUILD_BENCHMARKS=OFF >/dev/null
+    -DPACSET_SANITIZE=address,undefined -DPACSET_BUILD_BENCHMARKS=OFF -DPACSET_BUILD_PYTHON=OFF >/dev/null
   cmake --build build-asan -j"$(nproc)"
   export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
   for t in pacset_unit_tests pacset_store_tests pacset_trace_tests; do

@@ -28,6 +28,7 @@
 #include "trace/trace_weights.h"
 #include "util/atomic_file.h"
 #include "util/csv.h"
+#include "util/parallel.h"
 
 namespace pacset {
 namespace {
@@ -35,18 +36,18 @@ namespace {
 // Runs fn(begin, end) over [0, n) split into `threads` contiguous chunks.
 template <typename Fn>
 void ParallelRows(size_t n, int threads, Fn fn) {
-  threads = std::max(1, std::min<int>(threads, static_cast<int>(std::max<size_t>(n, 1))));
-  if (threads == 1) {
-    fn(size_t{0}, n);
-    return;
-  }
-  std::vector<std::thread> pool;
-  const size_t chunk = (n + threads - 1) / threads;
-  for (int i = 0; i < threads; ++i) {
-    const size_t b = std::min(n, i * chunk), e = std::min(n, b + chunk);
-    pool.emplace_back([=] { fn(b, e); });
-  }
-  for (auto& t : pool) t.join();
+  (void)ParallelFor(n, threads, 1, [&](size_t b, size_t e) {
+    fn(b, e);
+    return Status::Ok();
+  });
+}
+
+// ImportModel, with the import's warnings shown on stderr.
+StatusOr<Forest> ImportModelWarning(const std::string& path, ModelFormat format) {
+  auto forest = ImportModel(path, format);
+  if (forest.ok())
+    for (const auto& w : forest->source.warnings) std::fprintf(stderr, "%s\n", w.c_str());
+  return forest;
 }
 
 bool IsPacFile(const std::string& path) {
@@ -258,7 +259,7 @@ StatusOr<Forest> LoadForPacking(const std::string& model, ModelFormat format,
     return Status::InvalidArgument(model +
                                    " is already a packed .pac file; pack the model it "
                                    "came from instead");
-  PACSET_ASSIGN_OR_RETURN(Forest forest, ImportModel(model, format));
+  PACSET_ASSIGN_OR_RETURN(Forest forest, ImportModelWarning(model, format));
   if (!calibrate.empty()) {
     PACSET_ASSIGN_OR_RETURN(RowMatrix rows, ReadCsvRows(calibrate, forest.num_features));
     if (rows.num_rows == 0)
@@ -374,13 +375,13 @@ Status RunPredict(const PredictOptions& opts) {
   if (!opts.mark_requests.empty() || !opts.marks_file.empty())
     return Status::InvalidArgument("request marks work with .pac files (the bundled engine); " +
                                    opts.model + " is a model file");
-  PACSET_ASSIGN_OR_RETURN(Forest forest, ImportModel(opts.model, opts.format));
+  PACSET_ASSIGN_OR_RETURN(Forest forest, ImportModelWarning(opts.model, opts.format));
   return PredictWithForest(forest, opts);
 }
 
 Status RunInfo(const InfoOptions& opts) {
   if (IsPacFile(opts.path)) return InfoForPac(opts.path, opts.json);
-  PACSET_ASSIGN_OR_RETURN(Forest f, ImportModel(opts.path, opts.format));
+  PACSET_ASSIGN_OR_RETURN(Forest f, ImportModelWarning(opts.path, opts.format));
   size_t leaves = 0, max_depth = 0;
   for (size_t t = 0; t < f.num_trees(); ++t) {
     const uint64_t base = f.tree_offset[t];

@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
 # The Debian package, used the way an administrator would:
 #
-#   build the .deb (scripts/build-deb.sh), lintian it, apt-get install it,
+#   build the .debs (scripts/build-deb.sh: pacsetfs and python3-pacset),
+#   lintian them, apt-get install them,
 #   then with the installed programs only (/usr/bin, /usr/sbin; never the
 #   build tree): train a real scikit-learn model with Debian's python3-sklearn,
 #   pack it, import it into the default store, mount the store with
 #   `mount -t fuse.pacsetfs` as an /etc/fstab line would (and through a real
 #   /etc/fstab line and `mount DIR`, and with the systemd unit's command),
 #   predict through the mount and compare with predicting from the model
-#   file, unmount, apt-get purge, and check that nothing is left behind but
+#   file (with `pacset predict` and with the installed Python package:
+#   `import pacset` from /usr/bin/python3), unmount, apt-get purge, and check
+#   that nothing is left behind but
 #   the documented user state (the default store /var/lib/pacsetfs/store).
 #   A second install + purge without user state must leave nothing at all.
 #
-# usage: deb_install_test.sh [--deb FILE]     (default: build one from the working tree)
+# usage: deb_install_test.sh [--deb FILE]     (default: build one from the working tree;
+#        python3-pacset_*.deb is taken from FILE's directory)
 #
 # It installs and purges a package system-wide and edits /etc/fstab (always
 # restored), so it is meant for CI machines. It refuses to run where pacsetfs
@@ -55,7 +59,7 @@ pkg_known() { local s; s=$(pkg_status); [ -n "$s" ] && [ "$s" != not-installed ]
 if pkg_known; then
   if [ -f "$marker" ]; then
     echo "purging the pacsetfs package that a killed run of this test left behind"
-    apt-get purge -y -q pacsetfs >/dev/null
+    apt-get purge -y -q pacsetfs python3-pacset >/dev/null
     # The marker says whether that run created /var/lib/pacsetfs.
     grep -qx 'created-state=yes' "$marker" && rm -rf /var/lib/pacsetfs
     rm -f "$marker"
@@ -94,7 +98,7 @@ cleanup() {
   [ -n "$daemon_pid" ] && kill -0 "$daemon_pid" 2>/dev/null && kill -TERM "$daemon_pid"
   remove_fstab_line
   if $imported && [ -x /usr/bin/pacset ]; then /usr/bin/pacset rm "$name" >/dev/null 2>&1; fi
-  if $installed_by_us && pkg_known; then apt-get purge -y -q pacsetfs >/dev/null 2>&1; fi
+  if $installed_by_us && pkg_known; then apt-get purge -y -q pacsetfs python3-pacset >/dev/null 2>&1; fi
   # The default store this test created (never one that was there before).
   $state_preexisted || rm -rf /var/lib/pacsetfs
   rm -f "$marker"
@@ -117,12 +121,14 @@ if [ -z "$deb" ]; then
   step "built $(basename "$deb") ($(du -k "$deb" | cut -f1) KiB)"
 fi
 [ -f "$deb" ] || fail "no package at $deb"
+pydeb=$(ls "$(dirname "$deb")"/python3-pacset_*.deb 2>/dev/null | head -1)
+[ -f "$pydeb" ] || fail "no python3-pacset package next to $deb"
 
 step "lintian"
 command -v lintian >/dev/null || fail "lintian is missing: apt-get install lintian"
 # Fails on errors and warnings; the overrides in packaging/debian say why the rest stays.
 lintian_rc=0
-lintian --fail-on error,warning "$deb" >"$work/lintian.log" 2>&1 || lintian_rc=$?
+lintian --fail-on error,warning "$deb" "$pydeb" >"$work/lintian.log" 2>&1 || lintian_rc=$?
 grep -v 'running with root privileges' "$work/lintian.log" || true
 [ $lintian_rc -eq 0 ] || fail "lintian reports errors or warnings (exit $lintian_rc)"
 
@@ -151,10 +157,11 @@ snapshot() {
 step "snapshot of /etc /usr /opt /srv /var"
 snapshot >"$work/before.txt"
 
-step "apt-get install $(basename "$deb")"
+step "apt-get install $(basename "$deb") $(basename "$pydeb")"
 $state_preexisted && echo created-state=no >"$marker" || echo created-state=yes >"$marker"
 installed_by_us=true
-apt-get install -y -q "$deb" >"$work/install.log" 2>&1 || { cat "$work/install.log" >&2; fail "apt-get install failed"; }
+apt-get install -y -q "$deb" "$pydeb" >"$work/install.log" 2>&1 || { cat "$work/install.log" >&2; fail "apt-get install failed"; }
+dpkg-query -W -f='${db:Status-Status}' python3-pacset | grep -qx installed || fail "python3-pacset is not installed"
 [ "$(pkg_status)" = installed ] || fail "pacsetfs is not installed after apt-get install ($(pkg_status))"
 for p in /usr/bin/pacset /usr/bin/pacsetfs /usr/bin/pacset-sklearn-export; do
   [ -x "$p" ] || fail "$p is missing"
@@ -205,6 +212,21 @@ d = np.max(np.abs(ours - theirs))
 assert d <= 1e-12, d
 PY
 
+step "the installed Python package: import pacset, load the joblib, predict"
+(cd / && /usr/bin/python3 - "$work" <<'PY') || fail "the installed python3-pacset"
+import sys
+import numpy as np
+import pacset
+
+work = sys.argv[1]
+assert pacset.__file__.startswith("/usr/lib/python3/dist-packages/"), pacset.__file__
+rows = np.loadtxt(f"{work}/rows.csv", delimiter=",", skiprows=1)
+want = np.loadtxt(f"{work}/sklearn.csv", delimiter=",")
+forest = pacset.load(f"{work}/forest.joblib")
+assert np.array_equal(forest.predict(rows), want), "pacset.load(joblib).predict != predict_proba"
+assert np.array_equal(pacset.open(f"{work}/forest.pac").predict(rows), want)
+PY
+
 step "pacset import into the default store"
 /usr/bin/pacset import forest.pac --name "$name"
 imported=true
@@ -221,6 +243,10 @@ check_mount() {
   cmp forest.pac "$mp/$name.pac" || fail "$how: $mp/$name.pac differs from the packed file"
   /usr/bin/pacset predict "$mp/$name.pac" --input rows.csv --output "through-$how.csv"
   cmp from-model.csv "through-$how.csv" || fail "$how: predictions through the mount differ from the model's"
+  /usr/bin/python3 -c "import sys, numpy as np, pacset
+rows = np.loadtxt('rows.csv', delimiter=',', skiprows=1)
+assert np.array_equal(pacset.open(sys.argv[1]).predict(rows), np.loadtxt('from-model.csv', delimiter=','))" \
+    "$mp/$name.pac" || fail "$how: pacset.open through the mount does not predict what the model does"
   if [ -n "$allow_other" ]; then
     runuser -u nobody -- cat "$mp/$name.pac" >/dev/null || fail "$how: allow_other, yet user nobody cannot read"
   fi
@@ -298,7 +324,7 @@ fi
 /usr/bin/pacset rm "$name"
 imported=false
 step "apt-get purge pacsetfs (with user state: the default store)"
-apt-get purge -y -q pacsetfs >"$work/purge.log" 2>&1 || { cat "$work/purge.log" >&2; fail "apt-get purge failed"; }
+apt-get purge -y -q pacsetfs python3-pacset >"$work/purge.log" 2>&1 || { cat "$work/purge.log" >&2; fail "apt-get purge failed"; }
 ! pkg_known || fail "pacsetfs still known to dpkg after purge ($(pkg_status))"
 [ -d /var/lib/pacsetfs/store ] || fail "purge removed the default store (the forests a user imported)"
 $state_preexisted || grep -q "kept /var/lib/pacsetfs" "$work/purge.log" || fail "purge did not say that it kept /var/lib/pacsetfs"
@@ -323,9 +349,9 @@ if $state_preexisted; then
 else
   step "apt-get install + purge without user state: nothing may remain"
   rm -rf /var/lib/pacsetfs
-  apt-get install -y -q "$deb" >"$work/install.log" 2>&1 || { cat "$work/install.log" >&2; fail "second apt-get install failed"; }
+  apt-get install -y -q "$deb" "$pydeb" >"$work/install.log" 2>&1 || { cat "$work/install.log" >&2; fail "second apt-get install failed"; }
   [ -z "$(ls -A /var/lib/pacsetfs)" ] || fail "/var/lib/pacsetfs is not empty after installing"
-  apt-get purge -y -q pacsetfs >"$work/purge.log" 2>&1 || { cat "$work/purge.log" >&2; fail "second apt-get purge failed"; }
+  apt-get purge -y -q pacsetfs python3-pacset >"$work/purge.log" 2>&1 || { cat "$work/purge.log" >&2; fail "second apt-get purge failed"; }
   [ ! -e /var/lib/pacsetfs ] || fail "/var/lib/pacsetfs is still there after a purge without user state"
   left=$(leftovers)
   [ -z "$left" ] || fail "purge left behind: $(head -20 <<<"$left")"

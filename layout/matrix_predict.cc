@@ -1,0 +1,114 @@
+#include "layout/matrix_predict.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "util/parallel.h"
+
+namespace pacset {
+namespace {
+
+// Rows per conversion: the converted rows stay in cache while the engine
+// walks them, and the buffer stays small for any width.
+constexpr size_t kChunkRows = 256;
+
+template <typename In>
+void ConvertRows(const MatrixView& x, size_t r0, size_t n, double* dst) {
+  const size_t nf = x.cols;
+  const char* base = x.data + static_cast<ptrdiff_t>(r0) * x.row_stride;
+  // Walk the input in its own memory order (C: along a row, Fortran: down a column).
+  if (std::abs(x.col_stride) <= std::abs(x.row_stride)) {
+    for (size_t r = 0; r < n; ++r) {
+      const char* row = base + static_cast<ptrdiff_t>(r) * x.row_stride;
+      for (size_t f = 0; f < nf; ++f) {
+        In v;
+        std::memcpy(&v, row + static_cast<ptrdiff_t>(f) * x.col_stride, sizeof(In));
+        dst[r * nf + f] = static_cast<double>(v);
+      }
+    }
+  } else {
+    for (size_t f = 0; f < nf; ++f) {
+      const char* col = base + static_cast<ptrdiff_t>(f) * x.col_stride;
+      for (size_t r = 0; r < n; ++r) {
+        In v;
+        std::memcpy(&v, col + static_cast<ptrdiff_t>(r) * x.row_stride, sizeof(In));
+        dst[r * nf + f] = static_cast<double>(v);
+      }
+    }
+  }
+}
+
+Status CheckWidth(const PacEngine& engine, const MatrixView& x) {
+  if (x.cols != engine.num_features())
+    return Status::InvalidArgument("the input has " + std::to_string(x.cols) +
+                                   " columns but the forest has " +
+                                   std::to_string(engine.num_features()) + " features");
+  return Status::Ok();
+}
+
+// fn(chunk, r0, n) for consecutive chunks of rows, over `threads` threads.
+template <typename Fn>
+Status ForEachChunk(const MatrixView& x, int threads, Fn fn) {
+  return ParallelFor(x.rows, ResolveThreads(threads), kChunkRows, [&](size_t b, size_t e) {
+    RowMatrix chunk;
+    chunk.num_cols = x.cols;
+    chunk.values.resize(std::min(kChunkRows, e - b) * x.cols);
+    for (size_t r0 = b; r0 < e; r0 += kChunkRows) {
+      const size_t n = std::min(kChunkRows, e - r0);
+      chunk.num_rows = n;
+      if (x.float32) {
+        ConvertRows<float>(x, r0, n, chunk.values.data());
+      } else {
+        ConvertRows<double>(x, r0, n, chunk.values.data());
+      }
+      PACSET_RETURN_IF_ERROR(fn(chunk, r0, n));
+    }
+    return Status::Ok();
+  });
+}
+
+template <typename Out>
+Status PredictInto(const PacEngine& engine, const MatrixView& x, bool margin, int threads,
+                   Out* out) {
+  PACSET_RETURN_IF_ERROR(CheckWidth(engine, x));
+  const size_t cols = engine.num_columns(margin);
+  return ForEachChunk(x, threads, [&](const RowMatrix& chunk, size_t r0, size_t n) -> Status {
+    if constexpr (std::is_same_v<Out, double>) {
+      return engine.Predict(chunk, 0, n, margin, out + r0 * cols);
+    } else {
+      thread_local std::vector<double> tmp;
+      tmp.resize(n * cols);
+      PACSET_RETURN_IF_ERROR(engine.Predict(chunk, 0, n, margin, tmp.data()));
+      for (size_t i = 0; i < n * cols; ++i) out[r0 * cols + i] = static_cast<Out>(tmp[i]);
+      return Status::Ok();
+    }
+  });
+}
+
+}  // namespace
+
+Status PredictMatrix(const PacEngine& engine, const MatrixView& x, bool margin, int threads,
+                     double* out) {
+  return PredictInto(engine, x, margin, threads, out);
+}
+
+Status PredictMatrix(const PacEngine& engine, const MatrixView& x, bool margin, int threads,
+                     float* out) {
+  return PredictInto(engine, x, margin, threads, out);
+}
+
+Status ApplyMatrix(const PacEngine& engine, const MatrixView& x, int threads, int32_t* out) {
+  PACSET_RETURN_IF_ERROR(CheckWidth(engine, x));
+  const size_t T = engine.num_trees();
+  return ForEachChunk(x, threads, [&](const RowMatrix& chunk, size_t r0, size_t n) -> Status {
+    thread_local std::vector<int32_t> leaves;
+    PACSET_RETURN_IF_ERROR(engine.PredictLeaves(chunk, 1, &leaves));
+    std::copy(leaves.begin(), leaves.begin() + n * T, out + r0 * T);
+    return Status::Ok();
+  });
+}
+
+}  // namespace pacset

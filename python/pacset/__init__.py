@@ -1,0 +1,419 @@
+"""pacset: decision forests packed for few I/O blocks per prediction.
+
+    import pacset
+    forest = pacset.load(model)          # a model file or a fitted xgboost / scikit-learn object
+    forest.save("forest.pac")
+    forest = pacset.open("/models/forest.pac")   # a mapping: a local file or a pacsetfs mount
+    p = forest.predict(X)                # numpy (float32/float64, C or Fortran order) or pandas
+
+Predictions are exactly the training library's (see docs/exactness.md); NaN
+is a missing value. Bad input raises ValueError saying what is wrong.
+`pacset.dask.predict` runs a forest over dask arrays and dataframes.
+"""
+
+import builtins
+import json
+import os
+
+import numpy as np
+
+from . import _core
+from ._core import PacsetError
+
+__all__ = ["Forest", "PacsetError", "load", "open"]
+
+_PAC_MAGIC = b"PACSET\r\n"
+_PICKLE_SUFFIXES = (".joblib", ".pkl", ".pickle")
+_FRAME_FORMAT = "pacset-pac"
+
+
+def _pack_options(layout, block_size, bin_depth, trees_per_bin, leaf_ids):
+    if isinstance(block_size, str):
+        text = block_size.strip()
+        units = {"KIB": 1024, "K": 1024, "MIB": 1 << 20, "M": 1 << 20}
+        mult = 1
+        for suffix, m in units.items():
+            if text.upper().endswith(suffix):
+                text, mult = text[: -len(suffix)], m
+                break
+        try:
+            block_size = int(text) * mult
+        except ValueError:
+            raise ValueError(f"block_size {block_size!r} is not a size like 4096, '4KiB' or '64KiB'")
+    return {
+        "layout": str(layout),
+        "block_size": int(block_size),
+        "bin_depth": int(bin_depth),
+        "trees_per_bin": int(trees_per_bin),
+        "leaf_ids": bool(leaf_ids),
+    }
+
+
+def _threads(n_threads):
+    if n_threads is None:
+        return 0  # one per core
+    n = int(n_threads)
+    if n < 0:
+        raise ValueError(f"n_threads must be positive or None, not {n_threads}")
+    return n
+
+
+def _is_pandas_frame(x):
+    return type(x).__module__.startswith("pandas.") and hasattr(x, "dtypes") and hasattr(x, "to_numpy")
+
+
+def _rows(X):
+    """X as a 2-D float32/float64 numpy array, read in place when it is one."""
+    if _is_pandas_frame(X):
+        import pandas as pd
+
+        if X.ndim != 2:
+            raise ValueError("expected a DataFrame of rows")
+        all_f32 = True
+        for name, dtype in X.dtypes.items():
+            if isinstance(dtype, pd.CategoricalDtype) or not (
+                pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_bool_dtype(dtype)
+            ):
+                raise ValueError(f"column {name!r} has dtype {dtype}; pacset needs numeric columns")
+            all_f32 = all_f32 and dtype == np.float32
+        X = X.to_numpy(dtype=np.float32 if all_f32 else np.float64, na_value=np.nan)
+    elif not isinstance(X, np.ndarray):
+        if hasattr(X, "toarray") or hasattr(X, "tocsr"):
+            raise ValueError("sparse matrices are not supported; pass a dense array")
+        try:
+            X = np.asarray(X)
+        except (ValueError, TypeError) as e:
+            raise ValueError(f"X is not a 2-D array of numbers: {e}") from None
+    if X.ndim != 2:
+        raise ValueError(f"X must be 2-D (rows x features), not {X.ndim}-D with shape {X.shape}")
+    kind = X.dtype.kind
+    if kind == "f" and X.dtype.itemsize in (4, 8):
+        if not X.dtype.isnative:
+            X = X.astype(X.dtype.newbyteorder("="))
+        return X
+    if kind in "fiub":
+        return X.astype(np.float64)
+    raise ValueError(f"X has dtype {X.dtype}; pacset needs numbers (float32 or float64 are read in place)")
+
+
+def _source_family(source):
+    fmt = source.get("source_format", "")
+    for family in ("xgboost", "sklearn", "lightgbm"):
+        if fmt.startswith(family):
+            return family
+    return "arrays"
+
+
+class Forest:
+    """A packed forest: a mapping of a .pac file or the packed bytes in memory.
+
+    Immutable; predict, predict_margin and apply may run from many threads at
+    once (they release the GIL while they walk the trees).
+    """
+
+    __slots__ = ("_core", "_info", "_source")
+
+    def __init__(self, core):
+        self._core = core
+        self._info = core.info()
+        text = self._info.pop("source_json")
+        try:
+            self._source = json.loads(text) if text else {}
+        except ValueError:
+            self._source = {}
+
+    # ---- what it is ----
+    @property
+    def num_features(self):
+        return self._info["num_features"]
+
+    @property
+    def num_trees(self):
+        return self._info["num_trees"]
+
+    @property
+    def num_outputs(self):
+        return self._info["num_outputs"]
+
+    @property
+    def num_classes(self):
+        return self._info["num_classes"]
+
+    @property
+    def task(self):
+        return self._info["task"]
+
+    @property
+    def source(self):
+        """Where the forest came from (format, library version, objective, layout)."""
+        return dict(self._source)
+
+    @property
+    def info(self):
+        return dict(self._info)
+
+    @property
+    def path(self):
+        """The mapped .pac file, or None for a forest held in memory."""
+        return self._core.path or None
+
+    @property
+    def nbytes(self):
+        return self._core.nbytes
+
+    @property
+    def build_seconds(self):
+        """For a forest built here (load, from_arrays): seconds spent importing
+        or building it, laying it out and encoding it; {} for an opened one."""
+        return dict(self._core.build_seconds)
+
+    def __repr__(self):
+        where = self._core.path or "in memory"
+        return (
+            f"<pacset.Forest {self.task}, {self.num_trees} trees, {self.num_features} features, "
+            f"{self.nbytes} bytes, {where}>"
+        )
+
+    # ---- predictions ----
+    def _family(self):
+        return _source_family(self._source)
+
+    def _out_dtype(self):
+        if self._family() == "xgboost":
+            return np.float32
+        if self._family() == "arrays" and self._info["float32_outputs"]:
+            return np.float32
+        return np.float64
+
+    def _predict(self, X, margin, n_threads):
+        X = _rows(X)
+        f32 = self._out_dtype() == np.float32
+        out = self._core.predict(X, margin, _threads(n_threads), f32)
+        if out.shape[1] == 1:
+            out = out[:, 0]
+        return out
+
+    def predict(self, X, *, n_threads=None):
+        """What the library predicts: XGBoost Booster.predict (float32),
+        scikit-learn predict_proba for classifiers and predict for regressors
+        (float64), LightGBM predict. One column comes back 1-D."""
+        return self._predict(X, False, n_threads)
+
+    def predict_margin(self, X, *, n_threads=None):
+        """Raw scores before the link function: XGBoost output_margin=True,
+        scikit-learn decision_function (gradient boosting; forests: the mean
+        of the trees' outputs), LightGBM raw_score=True."""
+        return self._predict(X, True, n_threads)
+
+    def apply(self, X, *, n_threads=None):
+        """The leaf each row reaches in each tree, as the library numbers and
+        shapes them: XGBoost pred_leaf (float32, rows x trees), scikit-learn
+        apply (int64 rows x trees; one tree: 1-D; gradient boosting: float64
+        rows x stages x outputs), LightGBM pred_leaf (int32)."""
+        X = _rows(X)
+        leaves = self._core.apply(X, _threads(n_threads))
+        family = self._family()
+        if family == "xgboost":
+            return leaves.astype(np.float32)
+        if family == "sklearn":
+            estimator = self._source.get("objective", "")
+            if estimator == "GradientBoostingClassifier":
+                k = self.num_outputs
+                return leaves.astype(np.float64).reshape(leaves.shape[0], -1, k)
+            if estimator == "GradientBoostingRegressor":
+                return leaves.astype(np.float64)
+            if estimator.startswith(("DecisionTree", "ExtraTree")) and not estimator.startswith(
+                "ExtraTrees"
+            ):
+                return leaves[:, 0].astype(np.int64)
+            return leaves.astype(np.int64)
+        return leaves
+
+    # ---- bytes ----
+    def save(self, path):
+        """Writes the .pac file (atomically: a crash leaves the old file or the new one)."""
+        self._core.save(os.fspath(path))
+
+    def frames(self):
+        """(header, frames): the packed bytes as memoryviews of this forest's
+        storage (the mapping or the buffer), no copy. Dask ships forests this way."""
+        header = {"format": _FRAME_FORMAT, "version": 1, "nbytes": self.nbytes}
+        return header, [memoryview(self._core)]
+
+    @classmethod
+    def from_frames(cls, header, frames):
+        """The inverse of frames(). One contiguous frame is read in place
+        (kept alive by the forest); several frames are joined first (a copy)."""
+        if not isinstance(header, dict) or header.get("format") != _FRAME_FORMAT:
+            raise ValueError(f"not pacset frames: header {header!r}")
+        frames = list(frames)
+        if len(frames) == 1:
+            buf = frames[0]
+            try:
+                memoryview(buf).cast("B")
+            except TypeError:  # not C-contiguous
+                buf = bytes(memoryview(buf))
+        else:
+            buf = b"".join(memoryview(f).cast("B") for f in frames)
+        if memoryview(buf).nbytes != header.get("nbytes", -1):
+            raise ValueError(
+                f"the frames hold {memoryview(buf).nbytes} bytes, the header says {header.get('nbytes')}"
+            )
+        return cls(_core.from_buffer(buf, "<forest from frames>"))
+
+    def __reduce_ex__(self, protocol):
+        # Protocol 5 can pass the bytes out of band (no copy); older ones copy.
+        import pickle
+
+        header, frames = self.frames()
+        wrap = pickle.PickleBuffer if protocol >= 5 else bytes
+        return (Forest.from_frames, (header, [wrap(f) for f in frames]))
+
+    # ---- building ----
+    @classmethod
+    def from_arrays(
+        cls,
+        trees,
+        *,
+        num_features,
+        num_outputs=1,
+        num_classes=1,
+        leaf_width=1,
+        task="regression",
+        postprocess="identity",
+        sigmoid_alpha=1.0,
+        aggregation="sum",
+        base_score=0.0,
+        decision="<=",
+        input_precision="float32",
+        accumulate_precision="float64",
+        objective="",
+        layout="pacset",
+        block_size=65536,
+        bin_depth=2,
+        trees_per_bin=0,
+        leaf_ids=True,
+    ):
+        """A forest from flat numpy arrays, one dict per tree, read in place:
+
+        left_child, right_child   child ids (int), -1 at leaves
+        feature                   split feature (int), ignored at leaves
+        threshold                 split value (float), ignored at leaves
+        default_left              optional (bool): missing values go left
+        leaf_value                leaf_width values per node, read at leaves
+        cardinality               optional training counts per node
+        group                     optional output index of the tree (leaf_width 1)
+
+        A row goes left when x <= threshold (decision="<=", scikit-learn) or
+        x < threshold (decision="<", XGBoost), x first rounded to
+        input_precision. The margin of output k is base_score[k] plus the
+        leaves of its trees (aggregation "sum"; "mean" divides by their
+        number), then postprocess: identity, sigmoid, softmax, class-index,
+        exponential or sigmoid-pair.
+        """
+        base = np.atleast_1d(np.asarray(base_score, dtype=np.float64))
+        if base.size == 1 and num_outputs > 1:
+            base = np.full(num_outputs, base[0])
+        spec = {
+            "num_features": int(num_features),
+            "num_outputs": int(num_outputs),
+            "num_classes": int(num_classes),
+            "leaf_width": int(leaf_width),
+            "task": task,
+            "postprocess": postprocess,
+            "sigmoid_alpha": float(sigmoid_alpha),
+            "aggregation": aggregation,
+            "base_score": [float(b) for b in base],
+            "decision": decision,
+            "input_precision": input_precision,
+            "accumulate_precision": accumulate_precision,
+            "objective": str(objective),
+        }
+        if isinstance(trees, dict):
+            trees = [trees]
+        trees = [{k: (v if k == "group" else np.asarray(v)) for k, v in t.items()} for t in trees]
+        pack = _pack_options(layout, block_size, bin_depth, trees_per_bin, leaf_ids)
+        return cls(_core.from_arrays(spec, trees, pack))
+
+
+def open(path, *, verify_blocks=False):
+    """Maps a .pac file (a local file or NAME.pac on a pacsetfs mount): only
+    the blocks predictions touch are read. verify_blocks checks each block's
+    checksum the first time it is used."""
+    return Forest(_core.open(os.fspath(path), bool(verify_blocks)))
+
+
+def _sklearn_forest(est, name, pack):
+    from . import _sklearn_export as sk
+
+    try:
+        doc, trees, value_width = sk.describe(est)
+        arrays = []
+        for tree_est, output in trees:
+            a = sk.tree_arrays(tree_est, value_width)
+            if doc["aggregation"] == "sum":
+                a["output"] = int(output)
+            arrays.append(a)
+    except sk.ExportError as e:
+        raise ValueError(str(e)) from None
+    if "init_raw_prediction" in doc:
+        doc["init_raw_prediction"] = [float(x) for x in doc["init_raw_prediction"]]
+    return Forest(_core.load_sklearn(doc, arrays, name, pack))
+
+
+def _xgboost_forest(model, pack):
+    booster = model.get_booster() if hasattr(model, "get_booster") else model
+    try:
+        raw = booster.save_raw(raw_format="ubj")
+        ubjson = True
+    except (TypeError, ValueError):
+        raw = booster.save_raw(raw_format="json")
+        ubjson = False
+    return Forest(_core.load_xgboost(bytes(raw), ubjson, "<xgboost.Booster>", pack))
+
+
+def load(
+    model,
+    *,
+    format="auto",
+    layout="pacset",
+    block_size=65536,
+    bin_depth=2,
+    trees_per_bin=0,
+    leaf_ids=True,
+):
+    """Packs a model in memory and returns its Forest.
+
+    model: a path (XGBoost .json/.ubj, LightGBM text, scikit-learn
+    .joblib/.pkl -- unpickling runs code: only files you trust -- or a .pac,
+    which is opened), or a fitted object: xgboost.Booster, XGBClassifier,
+    XGBRegressor, scikit-learn RandomForest*, ExtraTrees*, GradientBoosting*,
+    DecisionTree*, ExtraTree* (their tree arrays are read directly).
+    """
+    pack = _pack_options(layout, block_size, bin_depth, trees_per_bin, leaf_ids)
+    if isinstance(model, (str, bytes, os.PathLike)):
+        path = os.fsdecode(model)
+        with builtins.open(path, "rb") as f:
+            head = f.read(8)
+        if head == _PAC_MAGIC:
+            return open(path)
+        pickled = head[:1] == b"\x80" or path.endswith(_PICKLE_SUFFIXES)
+        if format in ("sklearn-pickle",) or (format == "auto" and pickled):
+            import joblib
+
+            return _sklearn_forest(joblib.load(path), os.path.basename(path), pack)
+        return Forest(_core.load_file(path, format, pack))
+    module = type(model).__module__
+    if module.startswith("xgboost"):
+        return _xgboost_forest(model, pack)
+    if module.startswith("sklearn"):
+        return _sklearn_forest(model, f"<{type(model).__name__}>", pack)
+    raise TypeError(
+        f"cannot load a {module}.{type(model).__name__}: expected a model file path, an "
+        "xgboost Booster/XGBClassifier/XGBRegressor or a scikit-learn tree ensemble"
+    )
+
+
+from . import _dask_serialize  # noqa: E402  (registers Forest with Dask when it is imported)
+
+_dask_serialize.install()
