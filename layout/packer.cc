@@ -12,6 +12,7 @@
 
 #include "layout/internal/placement.h"
 #include "layout/pack.h"
+#include "util/atomic_file.h"
 #include "util/progress.h"
 
 namespace pacset {
@@ -393,33 +394,20 @@ Status PackForestToFile(const Forest& forest, const PackOptions& options, const 
   const double layout_s = Seconds(t0);
   auto t1 = Clock::now();
   const uint64_t size = plan.header.block_count * plan.header.block_size;
-  const std::string tmp = path + ".tmp." + std::to_string(getpid());
-  int fd = open(tmp.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return Status::FromErrno("cannot create " + tmp, errno);
-  auto fail = [&](const std::string& what, int err) {
-    close(fd);
-    unlink(tmp.c_str());
-    return Status::FromErrno(what + " " + tmp, err);
-  };
+  PACSET_ASSIGN_OR_RETURN(std::unique_ptr<AtomicFile> file, AtomicFile::Create(path));
+  const int fd = file->fd();
   // Reserve the space up front so a full disk fails here, not as SIGBUS later.
   if (int err = posix_fallocate(fd, 0, static_cast<off_t>(size)); err != 0)
-    return fail("cannot allocate " + std::to_string(size) + " bytes for", err);
+    return Status::FromErrno(
+        "cannot allocate " + std::to_string(size) + " bytes for " + file->temp_path(), err);
   void* map = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (map == MAP_FAILED) return fail("cannot map", errno);
+  if (map == MAP_FAILED) return Status::FromErrno("cannot map " + file->temp_path(), errno);
   Encode(forest, plan, static_cast<char*>(map), options.progress);
-  if (msync(map, size, MS_SYNC) != 0) {
-    int err = errno;
-    munmap(map, size);
-    return fail("cannot write", err);
-  }
+  const int sync_rc = msync(map, size, MS_SYNC);
+  const int sync_err = errno;
   munmap(map, size);
-  if (fsync(fd) != 0) return fail("cannot sync", errno);
-  close(fd);
-  if (rename(tmp.c_str(), path.c_str()) != 0) {
-    int err = errno;
-    unlink(tmp.c_str());
-    return Status::FromErrno("cannot rename " + tmp + " to " + path, err);
-  }
+  if (sync_rc != 0) return Status::FromErrno("cannot write " + file->temp_path(), sync_err);
+  PACSET_RETURN_IF_ERROR(file->Commit());
   FillReport(plan, report);
   if (report) {
     report->layout_seconds = layout_s;

@@ -7,6 +7,10 @@
 #include <cmath>
 #include <fstream>
 #include <limits>
+#include <sstream>
+
+#include "util/atomic_file.h"
+#include "util/bounded_cereal.h"
 
 namespace pacset {
 
@@ -115,6 +119,10 @@ Status Forest::Validate() const {
   for (size_t t = 0; t < num_trees(); ++t) {
     const std::string where = "tree " + std::to_string(t);
     if (tree_offset[t + 1] <= tree_offset[t]) return bad(where + " has no nodes");
+    // Only the last offset was compared with the node count above.
+    if (tree_offset[t + 1] > n)
+      return bad(where + " ends at node " + std::to_string(tree_offset[t + 1]) + " of " +
+                 std::to_string(n));
     if (tree_offset[t + 1] - tree_offset[t] > static_cast<uint64_t>(INT32_MAX))
       return bad(where + " has too many nodes");
     if (leaf_width == 1 && tree_group[t] >= num_outputs)
@@ -166,15 +174,16 @@ constexpr uint32_t kForestFileVersion = 1;
 
 template <class Archive>
 void Serialize(Archive& ar, Forest& f) {
+  auto b = [](auto& c) { return Bound(c); };
   uint8_t task = static_cast<uint8_t>(f.task), post = static_cast<uint8_t>(f.postprocess),
           agg = static_cast<uint8_t>(f.aggregation), inp = static_cast<uint8_t>(f.input_precision),
           acc = static_cast<uint8_t>(f.accumulate_precision),
           card = static_cast<uint8_t>(f.cardinality_source);
-  ar(task, f.num_features, f.num_outputs, f.num_classes, f.leaf_width, f.base_score, post,
-     f.sigmoid_alpha, agg, inp, acc, card, f.source.format, f.source.library_version,
-     f.source.objective, f.source.file_name);
-  ar(f.tree_offset, f.tree_group, f.left_child, f.right_child, f.split_feature, f.threshold,
-     f.flags, f.cardinality, f.leaf_value);
+  ar(task, f.num_features, f.num_outputs, f.num_classes, f.leaf_width, b(f.base_score), post,
+     f.sigmoid_alpha, agg, inp, acc, card, b(f.source.format), b(f.source.library_version),
+     b(f.source.objective), b(f.source.file_name));
+  ar(b(f.tree_offset), b(f.tree_group), b(f.left_child), b(f.right_child), b(f.split_feature),
+     b(f.threshold), b(f.flags), b(f.cardinality), b(f.leaf_value));
   f.task = static_cast<Task>(task);
   f.postprocess = static_cast<Postprocess>(post);
   f.aggregation = static_cast<Aggregation>(agg);
@@ -186,8 +195,7 @@ void Serialize(Archive& ar, Forest& f) {
 }  // namespace
 
 Status SaveForest(const Forest& forest, const std::string& path) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) return Status::FromErrno("cannot create " + path, errno);
+  std::ostringstream out(std::ios::binary);
   {
     cereal::PortableBinaryOutputArchive ar(out);
     uint32_t magic = kForestFileMagic, version = kForestFileVersion;
@@ -195,17 +203,19 @@ Status SaveForest(const Forest& forest, const std::string& path) {
     Forest copy = forest;  // Serialize() is symmetric and takes a mutable reference
     Serialize(ar, copy);
   }
-  out.flush();
-  if (!out) return Status::IOError("cannot write " + path);
-  return Status::Ok();
+  return WriteFileAtomically(path, out.str());
 }
 
 StatusOr<Forest> LoadForest(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return Status::FromErrno("cannot open " + path, errno);
+  in.seekg(0, std::ios::end);
+  const std::streamoff file_size = in.tellg();
+  in.seekg(0, std::ios::beg);
+  if (!in || file_size < 0) return Status::IOError("cannot read " + path);
   Forest f;
   try {
-    cereal::PortableBinaryInputArchive ar(in);
+    BoundedInputArchive ar(in, static_cast<uint64_t>(file_size));
     uint32_t magic = 0, version = 0;
     ar(magic, version);
     if (magic != kForestFileMagic)

@@ -20,20 +20,97 @@ std::string CleanJsonError(const std::exception& e) {
 
 }  // namespace
 
-StatusOr<nlohmann::json> ParseJsonDocument(std::string_view text, const std::string& name) {
-  try {
-    return nlohmann::json::parse(text.begin(), text.end());
-  } catch (const std::exception& e) {
-    return Status::InvalidArgument(name + ": not valid JSON: " + CleanJsonError(e));
+namespace {
+
+// Builds the document like nlohmann's own DOM parser, within two limits
+// checked while parsing (a handler returning false stops the reader at once):
+// - no container deeper than kMaxJsonDepth: nlohmann's UBJSON reader recurses
+//   once per nesting level (40,000 '[' overflow the stack), and copying,
+//   dumping or comparing a document recurses too;
+// - no more values than the input has bytes: a UBJSON container counted and
+//   typed as null, true or false ("[$Z#l" and a count) holds values that take
+//   no bytes at all, so 9 bytes made nlohmann build 2^31 nulls (found by
+//   fuzzing). Every value of any other document takes at least one byte.
+class LimitedDomBuilder {
+ public:
+  using json = nlohmann::json;
+  LimitedDomBuilder(json& root, size_t max_values)
+      : dom_(root, /*allow_exceptions=*/false), values_left_(max_values) {}
+
+  bool null() { return Value() && dom_.null(); }
+  bool boolean(bool v) { return Value() && dom_.boolean(v); }
+  bool number_integer(json::number_integer_t v) { return Value() && dom_.number_integer(v); }
+  bool number_unsigned(json::number_unsigned_t v) { return Value() && dom_.number_unsigned(v); }
+  bool number_float(json::number_float_t v, const json::string_t& s) {
+    return Value() && dom_.number_float(v, s);
   }
+  bool string(json::string_t& v) { return Value() && dom_.string(v); }
+  bool binary(json::binary_t& v) { return Value() && dom_.binary(v); }
+  bool start_object(std::size_t n) { return Value() && Enter() && dom_.start_object(n); }
+  bool key(json::string_t& k) { return dom_.key(k); }
+  bool end_object() {
+    --depth_;
+    return dom_.end_object();
+  }
+  bool start_array(std::size_t n) { return Value() && Enter() && dom_.start_array(n); }
+  bool end_array() {
+    --depth_;
+    return dom_.end_array();
+  }
+  template <typename Exception>
+  bool parse_error(std::size_t /*position*/, const std::string& /*token*/, const Exception& e) {
+    if (error_.empty()) error_ = CleanJsonError(e);
+    return false;
+  }
+
+  // Why parsing stopped ("" if it did not).
+  const std::string& error() const { return error_; }
+
+ private:
+  bool Enter() {
+    if (++depth_ <= kMaxJsonDepth) return true;
+    error_ = "nested deeper than " + std::to_string(kMaxJsonDepth) + " levels";
+    return false;
+  }
+  bool Value() {
+    if (values_left_ > 0) {
+      --values_left_;
+      return true;
+    }
+    error_ = "more values than bytes (a counted container of nulls or booleans)";
+    return false;
+  }
+
+  nlohmann::detail::json_sax_dom_parser<json> dom_;
+  size_t depth_ = 0;
+  size_t values_left_;
+  std::string error_;
+};
+
+StatusOr<nlohmann::json> ParseLimited(std::string_view bytes, nlohmann::json::input_format_t format,
+                                      const std::string& name, const char* what) {
+  nlohmann::json doc;
+  LimitedDomBuilder builder(doc, bytes.size());
+  bool ok = false;
+  try {
+    ok = nlohmann::json::sax_parse(bytes.begin(), bytes.end(), &builder, format);
+  } catch (const std::exception& e) {  // e.g. std::bad_alloc, or a reader that throws anyway
+    return Status::InvalidArgument(name + ": not valid " + what + ": " + CleanJsonError(e));
+  }
+  if (!ok || !builder.error().empty())
+    return Status::InvalidArgument(name + ": not valid " + what + ": " +
+                                   (builder.error().empty() ? "parse error" : builder.error()));
+  return doc;
+}
+
+}  // namespace
+
+StatusOr<nlohmann::json> ParseJsonDocument(std::string_view text, const std::string& name) {
+  return ParseLimited(text, nlohmann::json::input_format_t::json, name, "JSON");
 }
 
 StatusOr<nlohmann::json> ParseUbjsonDocument(std::string_view bytes, const std::string& name) {
-  try {
-    return nlohmann::json::from_ubjson(bytes.begin(), bytes.end());
-  } catch (const std::exception& e) {
-    return Status::InvalidArgument(name + ": not valid UBJSON: " + CleanJsonError(e));
-  }
+  return ParseLimited(bytes, nlohmann::json::input_format_t::ubjson, name, "UBJSON");
 }
 
 bool ParseNumberString(const std::string& s, double* out) {

@@ -46,7 +46,15 @@ class JsonReader {
   std::string path_;
 };
 
-// Parses JSON (or UBJSON) text; a syntax error names the file, line and column.
+// The deepest nesting of objects and arrays a document may have. Model files
+// nest fewer than 10 levels (XGBoost: 7, the scikit-learn export: 4); the limit keeps
+// a hostile file from exhausting the stack (nlohmann's UBJSON reader, and
+// copying or printing any document, recurse once per level).
+inline constexpr size_t kMaxJsonDepth = 128;
+
+// Parses JSON (or UBJSON) text; a syntax error names the file, line and
+// column. Refused: a document nested deeper than kMaxJsonDepth, and one with
+// more values than bytes (UBJSON can count values that take no bytes).
 StatusOr<nlohmann::json> ParseJsonDocument(std::string_view text, const std::string& name);
 StatusOr<nlohmann::json> ParseUbjsonDocument(std::string_view bytes, const std::string& name);
 

@@ -3,6 +3,7 @@
 set -euo pipefail
 PKGS=(
   build-essential cmake ninja-build pkg-config git clang-format
+  clang libclang-rt-14-dev  # scripts/fuzz.sh (libFuzzer, sanitizers)
   fuse3 libfuse3-dev librocksdb-dev libcereal-dev libxxhash-dev libhiredis-dev
   libcli11-dev nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev
   redis-server

@@ -3,8 +3,10 @@
 # against the real XGBoost and scikit-learn, FUSE mounts over RocksDB, a
 # directory and redis, traces, the Debian package), then builds again with
 # AddressSanitizer + UndefinedBehaviorSanitizer and runs the unit tests and
-# the filesystem tests on that build. PACSET_SKIP_SANITIZERS=1 skips the
-# second build.
+# the filesystem tests on that build, then builds the libFuzzer targets,
+# replays fuzz/regression/ and fuzzes each target for 30 s (scripts/fuzz.sh).
+# PACSET_SKIP_SANITIZERS=1 skips the second build, PACSET_SKIP_FUZZ=1 the
+# fuzzing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
@@ -23,4 +25,8 @@ if [ "${PACSET_SKIP_SANITIZERS:-0}" != 1 ]; then
   # The daemon and the engine under the sanitizers, on real mounts.
   ASAN_OPTIONS=detect_leaks=0 /usr/bin/python3 tests/fs/fs_test.py \
     --pacset build-asan/tools/pacset --pacsetfs build-asan/tools/pacsetfs
+fi
+if [ "${PACSET_SKIP_FUZZ:-0}" != 1 ]; then
+  echo "== fuzz targets (clang, libFuzzer, address, undefined): 30 s each"
+  bash scripts/fuzz.sh 30
 fi

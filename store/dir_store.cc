@@ -107,7 +107,7 @@ class DirStore final : public BlockStore {
   StatusOr<UniqueFd> LockCatalog() { return LockFile(root_ + "/lock", LockMode::kExclusive); }
   StatusOr<DirCatalog> ReadCatalog();
   Status WriteCatalog(const DirCatalog& c) {
-    return ReplaceFileAtomically(CatalogPath(), EncodeDirCatalog(c));
+    return WriteFileAtomically(CatalogPath(), EncodeDirCatalog(c));
   }
   Status CheckWritable() const {
     if (options_.read_only)
@@ -159,13 +159,19 @@ Status DirStore::Init() {
     PACSET_ASSIGN_OR_RETURN(std::vector<std::string> names, ListDir(root_));
     if (std::find(names.begin(), names.end(), "CURRENT") != names.end())
       return Status::InvalidArgument(root_ + " holds a RocksDB store: open it as rocksdb:" + root_);
-    if (!names.empty())
-      return Status::InvalidArgument("store " + where + ": " + root_ +
-                                     " is not empty and is not a pacset dir store (no catalog)");
+    // What another writer creating the store at this moment leaves before
+    // its catalog appears: the lock, the two directories, the catalog's
+    // temporary file.
+    for (const auto& n : names)
+      if (n != "lock" && n != "forests" && n != "pins" && n.rfind("catalog.tmp-", 0) != 0)
+        return Status::InvalidArgument("store " + where + ": " + root_ +
+                                       " is not empty and is not a pacset dir store (no catalog)");
     if (options_.read_only) return Status::NotFound("no store at " + where + " (empty directory)");
+    // Created under the catalog lock: concurrent first imports create it once.
+    PACSET_ASSIGN_OR_RETURN(UniqueFd lock, LockCatalog());
     PACSET_RETURN_IF_ERROR(MakeDirs(root_ + "/forests"));
     PACSET_RETURN_IF_ERROR(MakeDirs(root_ + "/pins"));
-    PACSET_RETURN_IF_ERROR(WriteCatalog(DirCatalog{}));
+    if (!PathExists(CatalogPath())) PACSET_RETURN_IF_ERROR(WriteCatalog(DirCatalog{}));
   } else if (!options_.read_only) {
     if (::access(root_.c_str(), W_OK) != 0)
       return Status::FromErrno("store " + where + " is not writable (open it read-only to read it)",

@@ -5,10 +5,10 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <random>
 
 #include "layout/block.h"
 #include "store/internal/file_util.h"
+#include "util/atomic_file.h"
 
 namespace pacset {
 
@@ -61,32 +61,21 @@ Status PublishFile(BlockStore& store, const std::string& name, const std::string
 }
 
 Status ExportToFile(BlockStore& store, const ForestInfo& forest, const std::string& path) {
-  std::random_device rd;
-  const std::string tmp = path + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(rd());
-  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
-  if (!fd.valid()) return Status::FromErrno("create " + tmp, errno);
-  auto write_all = [&]() -> Status {
-    const uint64_t batch = BatchBlocks(forest.block_size);
-    std::vector<uint64_t> indexes;
-    std::vector<std::string> blocks;
-    for (uint64_t first = 0; first < forest.block_count; first += batch) {
-      indexes.clear();
-      for (uint64_t b = first; b < std::min(forest.block_count, first + batch); ++b)
-        indexes.push_back(b);
-      PACSET_RETURN_IF_ERROR(store.MultiGet(forest, indexes, &blocks));
-      for (size_t i = 0; i < blocks.size(); ++i)
-        PACSET_RETURN_IF_ERROR(store_internal::PwriteFull(
-            fd.get(), blocks[i].data(), blocks[i].size(), indexes[i] * forest.block_size, tmp));
-    }
-    PACSET_RETURN_IF_ERROR(store_internal::FsyncFd(fd.get(), tmp));
-    fd.reset();
-    if (::rename(tmp.c_str(), path.c_str()) != 0)
-      return Status::FromErrno("rename " + tmp + " to " + path, errno);
-    return store_internal::FsyncDir(store_internal::DirName(path));
-  };
-  Status s = write_all();
-  if (!s.ok()) ::unlink(tmp.c_str());
-  return s;
+  PACSET_ASSIGN_OR_RETURN(std::unique_ptr<AtomicFile> file, AtomicFile::Create(path));
+  const uint64_t batch = BatchBlocks(forest.block_size);
+  std::vector<uint64_t> indexes;
+  std::vector<std::string> blocks;
+  for (uint64_t first = 0; first < forest.block_count; first += batch) {
+    indexes.clear();
+    for (uint64_t b = first; b < std::min(forest.block_count, first + batch); ++b)
+      indexes.push_back(b);
+    PACSET_RETURN_IF_ERROR(store.MultiGet(forest, indexes, &blocks));
+    for (size_t i = 0; i < blocks.size(); ++i)
+      PACSET_RETURN_IF_ERROR(
+          store_internal::PwriteFull(file->fd(), blocks[i].data(), blocks[i].size(),
+                                     indexes[i] * forest.block_size, file->temp_path()));
+  }
+  return file->Commit();
 }
 
 StatusOr<std::vector<uint64_t>> VerifyForest(BlockStore& store, const ForestInfo& forest) {

@@ -1,9 +1,11 @@
 // rocksdb:PATH — the embedded default: one RocksDB key per block (key layout
 // in store/internal/backends.h).
 //
-// Writers open the database as its primary instance; RocksDB's LOCK file
-// admits one writer process at a time, so a second writer waits up to
-// StoreOptions::busy_timeout_ms and then fails with "store is busy". Readers
+// Writers open the database as its primary instance, one process at a time:
+// each first takes an exclusive flock on PATH/writer.lock (before RocksDB's
+// own LOCK, whose DB::Open rotates the shared info LOG first), so a second
+// writer waits up to StoreOptions::busy_timeout_ms and then fails with
+// "store is busy". Readers
 // (read_only) open a secondary instance with a private directory (under
 // PATH/secondary when writable, else /tmp) and see the primary's changes after
 // Refresh(), which calls TryCatchUpWithPrimary.
@@ -85,6 +87,9 @@ uint64_t ReadBigEndian64(const char* p) {
   for (int i = 0; i < 8; ++i) v = (v << 8) | static_cast<unsigned char>(p[i]);
   return v;
 }
+
+// Held (flock, exclusive) by the one writer process, see OpenPrimary.
+constexpr char kWriterLockName[] = "writer.lock";
 
 std::string NameKey(char tag, const std::string& name) { return std::string(1, tag) + name; }
 
@@ -174,6 +179,7 @@ class RocksDbStore final : public BlockStore {
   }
   ~RocksDbStore() override {
     db_.reset();
+    writer_lock_.reset();
     secondary_lock_.reset();
     if (!secondary_dir_.empty()) RemoveTree(secondary_dir_);
   }
@@ -206,6 +212,8 @@ class RocksDbStore final : public BlockStore {
 
  private:
   rocksdb::Options MakeOptions() const;
+  Status LockWriter();
+  Status Busy(const std::string& detail) const;
   Status OpenPrimary(const rocksdb::Options& options);
   Status OpenSecondary(const rocksdb::Options& options);
   Status CheckWritable() const {
@@ -229,6 +237,7 @@ class RocksDbStore final : public BlockStore {
   PinFiles pins_;
   std::string secondary_dir_;
   UniqueFd secondary_lock_;
+  UniqueFd writer_lock_;  // flock on PATH/writer.lock while this is the primary
 
   // Serialises catalog changes and collection in this (the only writer) process.
   std::mutex write_mu_;
@@ -315,20 +324,42 @@ Status RocksDbStore::Open() {
   } else if (!IsDirectory(path_)) {
     return Status::InvalidArgument("store " + where_ + ": " + path_ + " is not a directory");
   }
-  if (!PathExists(path_ + "/CURRENT")) {
+  // What an empty store directory may hold: our own files, and (while a
+  // writer creates the database) RocksDB's first files.
+  auto is_ours = [](const std::string& n) {
+    return n == "pins" || n == "secondary" || n == "LOCK" || n == kWriterLockName ||
+           n.rfind("LOG", 0) == 0;
+  };
+  auto is_rocksdb_startup = [](const std::string& n) {
+    return n == "IDENTITY" || n.rfind("OPTIONS-", 0) == 0 || n.rfind("MANIFEST-", 0) == 0 ||
+           n.find(".log") != std::string::npos || n.rfind(".dbtmp") != std::string::npos;
+  };
+  auto check_empty = [&](bool creating_is_fine) -> Status {
+    if (PathExists(path_ + "/CURRENT")) return Status::Ok();
     PACSET_ASSIGN_OR_RETURN(std::vector<std::string> names, ListDir(path_));
     if (std::find(names.begin(), names.end(), "catalog") != names.end())
       return Status::InvalidArgument(path_ + " holds a dir store: open it as dir:" + path_);
-    names.erase(std::remove_if(names.begin(), names.end(),
-                               [](const std::string& n) {
-                                 return n == "pins" || n == "secondary" || n == "LOCK" ||
-                                        n.rfind("LOG", 0) == 0;
-                               }),
-                names.end());
-    if (!names.empty())
+    bool creating = false;
+    for (const auto& n : names) {
+      if (is_ours(n)) continue;
+      if (creating_is_fine && is_rocksdb_startup(n)) {
+        creating = true;
+        continue;
+      }
       return Status::InvalidArgument("store " + where_ + ": " + path_ +
                                      " is not empty and is not a RocksDB store");
-    if (options_.read_only) return Status::NotFound("no store at " + where_ + " (empty directory)");
+    }
+    if (options_.read_only)
+      return Status::NotFound("no store at " + where_ +
+                              (creating ? " (a writer is creating it)" : " (empty directory)"));
+    return Status::Ok();
+  };
+  // Before the writer lock, so that no lock file is left in a directory that
+  // is not a store; again after it, when no other writer can be creating it.
+  PACSET_RETURN_IF_ERROR(check_empty(/*creating_is_fine=*/true));
+  if (!options_.read_only) {
+    PACSET_RETURN_IF_ERROR(LockWriter());
+    PACSET_RETURN_IF_ERROR(check_empty(/*creating_is_fine=*/false));
   }
   const rocksdb::Options o = MakeOptions();
   if (options_.read_only) return OpenSecondary(o);
@@ -336,9 +367,39 @@ Status RocksDbStore::Open() {
   return OpenPrimary(o);
 }
 
+Status RocksDbStore::Busy(const std::string& detail) const {
+  return Status::Unavailable("store " + where_ +
+                             " is busy: another process (pacset import, rm or gc) is writing "
+                             "to it; waited " +
+                             std::to_string(options_.busy_timeout_ms) + " ms (" + detail + ")");
+}
+
+// Held from before the store is looked at until the database is closed.
+// DB::Open rotates the info LOG (renaming it to LOG.old.*) before it takes
+// RocksDB's LOCK, and creates its files one by one, so two writers opening at
+// once raced: one failed with a raw "IO error ... LOG.old", or found a store
+// being created "not empty and not a RocksDB store". Behind this lock one
+// process at a time creates, inspects and opens the store for writing.
+Status RocksDbStore::LockWriter() {
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.busy_timeout_ms);
+  const std::string lock_path = path_ + "/" + kWriterLockName;
+  UniqueFd lock(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644));
+  if (!lock.valid()) return Status::FromErrno("open lock file " + lock_path, errno);
+  for (;;) {
+    PACSET_ASSIGN_OR_RETURN(bool locked, TryLockExclusive(lock.get(), lock_path));
+    if (locked) break;
+    if (std::chrono::steady_clock::now() >= deadline) return Busy(lock_path + " is locked");
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  writer_lock_ = std::move(lock);
+  return Status::Ok();
+}
+
 Status RocksDbStore::OpenPrimary(const rocksdb::Options& options) {
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.busy_timeout_ms);
+  // RocksDB's LOCK still guards against writers that predate writer.lock.
   for (;;) {
     rocksdb::DB* db = nullptr;
     rocksdb::Status s = rocksdb::DB::Open(options, path_, &db);
@@ -347,12 +408,7 @@ Status RocksDbStore::OpenPrimary(const rocksdb::Options& options) {
       break;
     }
     if (!IsLockError(s)) return FromRocks(s, "open store " + where_);
-    if (std::chrono::steady_clock::now() >= deadline)
-      return Status::Unavailable("store " + where_ +
-                                 " is busy: another process (pacset import, rm or gc) is writing "
-                                 "to it; waited " +
-                                 std::to_string(options_.busy_timeout_ms) + " ms (" + s.ToString() +
-                                 ")");
+    if (std::chrono::steady_clock::now() >= deadline) return Busy(s.ToString());
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   RemoveDeadSecondaries();
@@ -365,9 +421,13 @@ Status RocksDbStore::OpenSecondary(const rocksdb::Options& options) {
   if (::access(path_.c_str(), W_OK) == 0 && MakeDirs(path_ + "/secondary").ok()) {
     secondary_dir_ = path_ + "/secondary/" + leaf;
   } else {
+    // A shared directory: mkdtemp, so the name is fresh and ours (mode 0700).
     const char* tmp = std::getenv("TMPDIR");
-    secondary_dir_ =
-        std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/pacset-secondary-" + leaf;
+    std::string tmpl =
+        std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/pacset-secondary-XXXXXX";
+    if (::mkdtemp(tmpl.data()) == nullptr)
+      return Status::FromErrno("create a directory for reading store " + where_, errno);
+    secondary_dir_ = std::move(tmpl);
   }
   PACSET_RETURN_IF_ERROR(MakeDirs(secondary_dir_));
   // Held while this instance lives, so the primary can remove dead ones' dirs.

@@ -1,7 +1,9 @@
 #include "model/forest.h"
 
 #include <gtest/gtest.h>
+
 #include <unistd.h>
+#include <cstdio>
 
 #include <cmath>
 #include <fstream>
@@ -30,6 +32,16 @@ TEST(Forest, ValidateRejectsAChildOutsideTheTree) {
   Forest f = testing::TwoTreeRegression();
   f.right_child[1] = 9;
   EXPECT_NE(f.Validate().message().find("tree 0 node 1 has child 9"), std::string::npos);
+}
+
+// Found by fuzzing LoadForest: only the last tree offset was compared with
+// the node count, so a middle offset past the end made Validate() read
+// beyond the node arrays.
+TEST(Forest, ValidateRejectsATreeEndingBeyondTheNodes) {
+  Forest f = testing::TwoTreeRegression();  // offsets {0, 5, 8}
+  f.tree_offset[1] = 9;
+  Status s = f.Validate();
+  EXPECT_NE(s.message().find("tree 0 ends at node 9 of 8"), std::string::npos) << s.ToString();
 }
 
 TEST(Forest, ValidateRejectsANodeWithTwoParents) {
@@ -78,6 +90,32 @@ TEST(Forest, LoadingATruncatedFileIsACorruptionError) {
   auto g = LoadForest(path);
   ASSERT_FALSE(g.ok());
   EXPECT_TRUE(g.status().IsCorruption()) << g.status().ToString();
+  unlink(path.c_str());
+}
+
+// A forged length prefix must be refused before it is allocated: a 40-byte
+// file claiming a 2 GiB base-score array used to allocate and zero-fill it.
+TEST(Forest, LoadingAForgedArrayLengthFailsBeforeAllocating) {
+  const std::string path = ::testing::TempDir() + "/forest_forged.forest";
+  ASSERT_TRUE(SaveForest(testing::TwoTreeRegression(), path).ok());
+  // Portable binary: endianness byte, magic, version, task (u8), 4 x u32,
+  // then base_score's u64 length.
+  const off_t length_at = 1 + 4 + 4 + 1 + 4 * 4;
+  const uint64_t forged = uint64_t{1} << 28;  // 2 GiB of doubles
+  std::FILE* f = std::fopen(path.c_str(), "r+b");
+  ASSERT_NE(f, nullptr);
+  uint64_t was = 0;
+  ASSERT_EQ(std::fseek(f, length_at, SEEK_SET), 0);
+  ASSERT_EQ(std::fread(&was, 8, 1, f), 1u);
+  EXPECT_EQ(was, 1u);  // TwoTreeRegression has one base score: the offset is right
+  ASSERT_EQ(std::fseek(f, length_at, SEEK_SET), 0);
+  ASSERT_EQ(std::fwrite(&forged, 8, 1, f), 1u);
+  std::fclose(f);
+  auto g = LoadForest(path);
+  ASSERT_FALSE(g.ok());
+  EXPECT_TRUE(g.status().IsCorruption()) << g.status().ToString();
+  EXPECT_NE(g.status().message().find("remaining bytes"), std::string::npos)
+      << g.status().ToString();
   unlink(path.c_str());
 }
 

@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
+
+#include "model/import.h"
 
 namespace pacset {
 namespace {
@@ -39,6 +42,88 @@ TEST(JsonReader, NumbersAcceptXgboostArrayStrings) {
   EXPECT_EQ(*r.Member("a")->Numbers(), (std::vector<double>{0.5, 0.25}));
   EXPECT_EQ(*r.Member("b")->Numbers(), (std::vector<double>{0.5}));
   EXPECT_EQ(*r.Member("c")->Numbers(), (std::vector<double>{0.5}));
+}
+
+// Issue 13 item 7: nlohmann's UBJSON reader recurses once per nesting level;
+// this 40 KB document (found by fuzzing) overflowed the stack of `pacset pack`.
+TEST(JsonDepthLimit, FortyThousandNestedUbjsonArraysAreRefusedNotACrash) {
+  const std::string doc =
+      "{i\x01"
+      "a" +
+      std::string(40000, '[');
+  ASSERT_EQ(doc.size(), 40004u);
+  auto j = ParseUbjsonDocument(doc, "deep.ubj");
+  ASSERT_FALSE(j.ok());
+  EXPECT_EQ(j.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(j.status().message().find("deep.ubj: not valid UBJSON: nested deeper than 128 levels"),
+            std::string::npos)
+      << j.status().ToString();
+  // The importer and the file-level entry point (auto-detected as UBJSON) say the same.
+  auto f = ImportXgboostUbjson(doc, "deep.ubj");
+  ASSERT_FALSE(f.ok());
+  EXPECT_NE(f.status().message().find("nested deeper than 128 levels"), std::string::npos);
+}
+
+// `depth` nested arrays around one number, as JSON text and as UBJSON.
+std::string NestedJson(size_t depth) {
+  return std::string(depth, '[') + "1" + std::string(depth, ']');
+}
+std::string NestedUbjson(size_t depth) {
+  return std::string(depth, '[') + "i\x01" + std::string(depth, ']');
+}
+
+TEST(JsonDepthLimit, UbjsonAtTheLimitParsesAndOneLevelDeeperIsRefused) {
+  auto ok = ParseUbjsonDocument(NestedUbjson(kMaxJsonDepth), "limit.ubj");
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  const nlohmann::json* v = &*ok;
+  for (size_t d = 0; d < kMaxJsonDepth; ++d) {
+    ASSERT_TRUE(v->is_array() && v->size() == 1) << d;
+    v = &(*v)[0];
+  }
+  EXPECT_EQ(*v, 1);
+  auto deep = ParseUbjsonDocument(NestedUbjson(kMaxJsonDepth + 1), "over.ubj");
+  ASSERT_FALSE(deep.ok());
+  EXPECT_NE(deep.status().message().find("nested deeper than"), std::string::npos);
+}
+
+TEST(JsonDepthLimit, JsonTextAtTheLimitParsesAndDeeperIsRefused) {
+  EXPECT_TRUE(ParseJsonDocument(NestedJson(kMaxJsonDepth), "limit.json").ok());
+  for (size_t depth : {kMaxJsonDepth + 1, size_t{40000}}) {
+    auto deep = ParseJsonDocument(NestedJson(depth), "over.json");
+    ASSERT_FALSE(deep.ok()) << depth;
+    EXPECT_NE(deep.status().message().find("over.json: not valid JSON: nested deeper than"),
+              std::string::npos)
+        << deep.status().ToString();
+  }
+  // Objects count as levels too.
+  std::string objects;
+  for (size_t d = 0; d <= kMaxJsonDepth; ++d) objects += "{\"a\":";
+  objects += "1" + std::string(kMaxJsonDepth + 1, '}');
+  EXPECT_FALSE(ParseJsonDocument(objects, "objects.json").ok());
+}
+
+// Found by fuzzing: a UBJSON array counted and typed as null (or true, false)
+// holds values that take no bytes; 9 bytes made nlohmann build 2^30 nulls.
+TEST(JsonValueLimit, CountedUbjsonNullsBeyondTheInputSizeAreRefused) {
+  const std::string nulls = std::string("[$Z#l") + std::string("\x40\x00\x00\x00", 4);
+  auto j = ParseUbjsonDocument(nulls, "nulls.ubj");
+  ASSERT_FALSE(j.ok());
+  EXPECT_NE(j.status().message().find("more values than bytes"), std::string::npos)
+      << j.status().ToString();
+  // As many booleans as there are bytes still parse: the limit is exact.
+  const std::string fits = std::string("[$T#i") + '\x05';  // 6 bytes: the array and 5 values
+  auto ok = ParseUbjsonDocument(fits, "fits.ubj");
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok->size(), 5u);
+  EXPECT_FALSE(ParseUbjsonDocument(std::string("[$T#i") + '\x06', "over.ubj").ok());
+}
+
+TEST(JsonDepthLimit, SyntaxErrorsStillNameLineAndColumn) {
+  auto bad = ParseJsonDocument("{\n  \"a\": [1, 2,,]\n}", "bad.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("bad.json: not valid JSON: parse error at line 2, column"),
+            std::string::npos)
+      << bad.status().ToString();
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include "layout/pack.h"
 #include "model/predict.h"
 #include "tests/random_forest.h"
+#include "tests/test_files.h"
 #include "tools/commands.h"
 #include "trace/request_marks.h"
 #include "trace/trace_compare.h"
@@ -35,15 +36,8 @@ std::string Temp(const std::string& name) {
   return ::testing::TempDir() + "/trace_test_" + std::to_string(getpid()) + "_" + name;
 }
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-void WriteAll(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << bytes;
-}
+using testing::ReadAll;
+using testing::WriteAll;
 
 // Builds a trace file record by record (the encoder is the one under test
 // elsewhere; here it is the way to make exact inputs).
@@ -353,6 +347,48 @@ TEST(TraceWriter, DefinitionsPrecedeTheirFirstUseUnderConcurrentProducers) {
 }
 
 // ---- request marks and attribution ----
+
+// The merge wrote OUT.merge-PID with fopen("wb"), following a symlink planted
+// there (e.g. by another user of /tmp), and rename()d it over OUT.
+TEST(RequestMarks, MergeNeverWritesThroughAPlantedSymlink) {
+  const std::string trace = TraceBuilder().Name(1, "f").Access(1, 1, 100, 7).Save("plant_trace");
+  const std::string marks = Temp("plant_marks");
+  WriteAll(marks, "");
+  const std::string victim = Temp("plant_victim");
+  WriteAll(victim, "precious\n");
+  const std::string out = Temp("plant_out");
+  unlink(out.c_str());
+  const std::string planted = out + ".merge-" + std::to_string(getpid());
+  unlink(planted.c_str());
+  ASSERT_EQ(symlink(victim.c_str(), planted.c_str()), 0);
+  uint64_t merged = 0;
+  ASSERT_TRUE(MergeRequestMarks(trace, marks, out, &merged).ok());
+  EXPECT_EQ(ReadAll(victim), "precious\n");
+  EXPECT_TRUE(TraceReader::Open(out).ok());
+  // A symlink at the output itself is replaced, not written through.
+  unlink(out.c_str());
+  ASSERT_EQ(symlink(victim.c_str(), out.c_str()), 0);
+  ASSERT_TRUE(MergeRequestMarks(trace, marks, out, &merged).ok());
+  EXPECT_EQ(ReadAll(victim), "precious\n");
+  EXPECT_TRUE(TraceReader::Open(out).ok());
+  unlink(planted.c_str());
+}
+
+// Marks are appended as the workload's user: a symlink (or another user's
+// file) under the agreed name must not receive them.
+TEST(RequestMarks, MarkerRefusesASymlinkedMarksFile) {
+  const std::string victim = Temp("marks_victim");
+  WriteAll(victim, "precious\n");
+  const std::string link = Temp("marks_link");
+  unlink(link.c_str());
+  ASSERT_EQ(symlink(victim.c_str(), link.c_str()), 0);
+  auto m = RequestMarker::Open(link);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("symbolic link"), std::string::npos) << m.status().ToString();
+  EXPECT_EQ(ReadAll(victim), "precious\n");
+  unlink(link.c_str());
+  EXPECT_FALSE(RequestMarker::Open("/dev/null").ok());  // not a regular file
+}
 
 TEST(RequestMarks, MergeInsertsMarksByTimeAndKeepsEveryTraceRecord) {
   const std::string trace = TraceBuilder()

@@ -20,11 +20,13 @@
 
 #include "layout/engine.h"
 #include "layout/pack.h"
+#include "model/json_reader.h"
 #include "model/predict.h"
 #include "store/block_store.h"
 #include "store/publish.h"
 #include "trace/request_marks.h"
 #include "trace/trace_weights.h"
+#include "util/atomic_file.h"
 #include "util/csv.h"
 #include "util/parallel.h"
 
@@ -265,6 +267,7 @@ StatusOr<PackOptions> ToPackOptions(const PackCliOptions& c) {
   o.bin_depth = c.bin_depth;
   o.trees_per_bin = c.trees_per_bin;
   o.leaf_ids = !c.no_leaf_ids;
+  o.force_wide_nodes = c.wide_nodes;
   PACSET_RETURN_IF_ERROR(ValidatePackOptions(o));
   return o;
 }
@@ -288,7 +291,9 @@ StatusOr<Forest> LoadForPacking(const std::string& model, ModelFormat format,
 Status InfoForPac(const std::string& path, bool json) {
   PACSET_ASSIGN_OR_RETURN(auto file, PacFile::Open(path));
   const PacHeader& h = file->header();
-  nlohmann::json source = nlohmann::json::parse(file->SourceInfoJson(), nullptr, false);
+  // Depth-limited: a crafted file must not make copying or printing it recurse without end.
+  auto parsed = ParseJsonDocument(file->SourceInfoJson(), path + ": source info");
+  const nlohmann::json source = parsed.ok() ? *parsed : nlohmann::json();
   auto src = [&](const char* key) -> std::string {
     if (source.is_object() && source.contains(key) && source[key].is_string())
       return source[key].get<std::string>();
@@ -618,7 +623,7 @@ std::string TimeString(int64_t unix_ns) {
 Status RunImport(const ImportOptions& opts) {
   PACSET_RETURN_IF_ERROR(ValidateForestName(opts.name));
   std::string pac = opts.input;
-  std::string temp;
+  std::unique_ptr<TempDir> temp;  // private (mode 0700): nobody can plant a name in it
   ForestInfo info;
   info.source_file = BaseName(opts.input);
   if (!IsPacFile(opts.input)) {
@@ -627,25 +632,18 @@ Status RunImport(const ImportOptions& opts) {
     po.progress = true;
     PACSET_ASSIGN_OR_RETURN(Forest forest,
                             LoadForPacking(opts.input, opts.format, opts.pack.calibrate));
-    const char* tmpdir = std::getenv("TMPDIR");
-    temp = std::string(tmpdir ? tmpdir : "/tmp") + "/pacset-import-" + std::to_string(getpid()) +
-           ".pac";
-    PACSET_RETURN_IF_ERROR(PackForestToFile(forest, po, temp));
-    pac = temp;
+    PACSET_ASSIGN_OR_RETURN(temp, TempDir::Create("pacset-import"));
+    pac = temp->path() + "/forest.pac";
+    PACSET_RETURN_IF_ERROR(PackForestToFile(forest, po, pac));
     info.source_format = forest.source.format;
     info.source_library = forest.source.library_version;
   } else {
     info.source_format = "pac";
   }
-  struct Cleanup {
-    std::string path;
-    ~Cleanup() {
-      if (!path.empty()) unlink(path.c_str());
-    }
-  } cleanup{temp};
   PACSET_ASSIGN_OR_RETURN(auto file, PacFile::Open(pac));
   if (info.source_format == "pac") {
-    nlohmann::json src = nlohmann::json::parse(file->SourceInfoJson(), nullptr, false);
+    auto parsed = ParseJsonDocument(file->SourceInfoJson(), pac + ": source info");
+    const nlohmann::json src = parsed.ok() ? *parsed : nlohmann::json();
     if (src.is_object()) {
       info.source_format = src.value("source_format", std::string("pac"));
       info.source_library = src.value("library_version", std::string());
@@ -656,15 +654,17 @@ Status RunImport(const ImportOptions& opts) {
   info.header_checksum = file->header().checksum;
   info.created_unix_ns = static_cast<int64_t>(std::time(nullptr)) * 1000000000;
   const uint32_t bs = file->header().block_size;
+  const uint64_t size = file->size();
   file.reset();
   PACSET_ASSIGN_OR_RETURN(auto store, OpenStoreFor(opts.store, /*write=*/true));
   uint64_t gen = 0;
   PACSET_RETURN_IF_ERROR(PublishFile(*store, opts.name, pac, bs, info, &gen));
-  PACSET_ASSIGN_OR_RETURN(ForestInfo published, store->Lookup(opts.name));
+  // What this import published (the catalog may already name a newer
+  // generation, published by another writer of a shared store).
   std::printf("imported %s as '%s' generation %llu: %llu blocks of %s (%s)\n", opts.input.c_str(),
               opts.name.c_str(), static_cast<unsigned long long>(gen),
-              static_cast<unsigned long long>(published.block_count), HumanBytes(bs).c_str(),
-              HumanBytes(published.size_bytes).c_str());
+              static_cast<unsigned long long>(size / bs), HumanBytes(bs).c_str(),
+              HumanBytes(size).c_str());
   return Status::Ok();
 }
 

@@ -46,6 +46,8 @@ void AddPackOptions(CLI::App* app, pacset::PackCliOptions* o) {
                   "CSV rows: weigh the layout by how many of them reach each node");
   app->add_flag("--no-leaf-ids", o->no_leaf_ids,
                 "Leave out the leaf-id section (smaller file; predict --leaf then fails)");
+  // Hidden: 32-byte nodes even where 16 would be exact (tests/spec reads both).
+  app->add_flag("--wide-nodes", o->wide_nodes)->group("");
   app->add_option(
       "--weights-from-trace", o->weights_from_trace,
       "Weigh the layout by the traffic in this pacset-trace trace (needs --traced-pac)");

@@ -1,6 +1,7 @@
 #include "trace/request_marks.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -11,14 +12,30 @@
 
 #include "trace/trace_format.h"
 #include "trace/trace_reader.h"
+#include "util/atomic_file.h"
 
 namespace pacset {
 
 StatusOr<std::unique_ptr<RequestMarker>> RequestMarker::Open(const std::string& path) {
   std::unique_ptr<RequestMarker> m(new RequestMarker());
   m->path_ = path;
-  m->fd_ = open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-  if (m->fd_ < 0) return Status::FromErrno("cannot open request marks file " + path, errno);
+  // O_NOFOLLOW, a regular file, ours: a symlink or file planted under the
+  // agreed name (e.g. in /tmp) must not make us append to someone else's file.
+  m->fd_ =
+      open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC, 0600);
+  if (m->fd_ < 0) {
+    if (errno == ELOOP)
+      return Status::InvalidArgument("request marks file " + path +
+                                     " is a symbolic link; refusing to follow it");
+    return Status::FromErrno("cannot open request marks file " + path, errno);
+  }
+  struct stat st;
+  if (fstat(m->fd_, &st) != 0) return Status::FromErrno("cannot stat " + path, errno);
+  if (!S_ISREG(st.st_mode))
+    return Status::InvalidArgument("request marks file " + path + " is not a regular file");
+  if (st.st_uid != geteuid())
+    return Status::InvalidArgument("request marks file " + path + " belongs to user " +
+                                   std::to_string(st.st_uid) + ", not to this user");
   return m;
 }
 
@@ -90,13 +107,17 @@ Status MergeRequestMarks(const std::string& trace_path, const std::string& marks
   { PACSET_ASSIGN_OR_RETURN(auto check, TraceReader::Open(trace_path)); }
   std::FILE* in = std::fopen(trace_path.c_str(), "rb");
   if (!in) return Status::FromErrno("cannot open trace " + trace_path, errno);
-  const std::string tmp = out_path + ".merge-" + std::to_string(getpid());
-  std::FILE* out = std::fopen(tmp.c_str(), "wb");
+  auto target = AtomicFile::Create(out_path);
+  const int out_fd = target.ok() ? dup((*target)->fd()) : -1;
+  std::FILE* out = out_fd >= 0 ? fdopen(out_fd, "wb") : nullptr;
   if (!out) {
     const int err = errno;
+    if (out_fd >= 0) close(out_fd);
     std::fclose(in);
-    return Status::FromErrno("cannot create " + tmp, err);
+    if (!target.ok()) return target.status();
+    return Status::FromErrno("cannot write " + (*target)->temp_path(), err);
   }
+  const std::string& tmp = (*target)->temp_path();
   std::vector<char> inbuf(1 << 20), outbuf(1 << 20);
   std::setvbuf(in, inbuf.data(), _IOFBF, inbuf.size());
   std::setvbuf(out, outbuf.data(), _IOFBF, outbuf.size());
@@ -130,22 +151,13 @@ Status MergeRequestMarks(const std::string& trace_path, const std::string& marks
   const int read_err = std::ferror(in) ? errno : 0;
   std::fclose(in);
   if (ok && std::fflush(out) != 0) ok = false;
-  if (ok && fsync(fileno(out)) != 0) ok = false;
   const int write_err = errno;
   if (std::fclose(out) != 0) ok = false;
-  if (read_err) {
-    unlink(tmp.c_str());
-    return Status::FromErrno("cannot read trace " + trace_path, read_err);
-  }
-  if (!ok) {
-    unlink(tmp.c_str());
-    return Status::FromErrno("cannot write " + tmp, write_err);
-  }
-  if (rename(tmp.c_str(), out_path.c_str()) != 0) {
-    const int err = errno;
-    unlink(tmp.c_str());
-    return Status::FromErrno("cannot rename " + tmp + " to " + out_path, err);
-  }
+  // On any failure the AtomicFile removes its temporary file and out_path is
+  // left as it was.
+  if (read_err) return Status::FromErrno("cannot read trace " + trace_path, read_err);
+  if (!ok) return Status::FromErrno("cannot write " + tmp, write_err);
+  PACSET_RETURN_IF_ERROR((*target)->Commit());
   *merged = marks.size();
   return Status::Ok();
 }

@@ -29,7 +29,8 @@ inline constexpr const char* kRequestMarksUnitEnv = "PACSET_REQUEST_MARKS_UNIT";
 // Thread-safety: Begin/End may be called from any thread at once.
 class RequestMarker {
  public:
-  // Opens (creating if needed) `path` for appending.
+  // Opens (creating if needed, mode 0600) `path` for appending. Refuses a
+  // symbolic link, anything but a regular file, and a file of another user.
   static StatusOr<std::unique_ptr<RequestMarker>> Open(const std::string& path);
   ~RequestMarker();
 

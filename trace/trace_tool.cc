@@ -25,6 +25,7 @@
 #include "trace/trace_html.h"
 #include "trace/trace_reader.h"
 #include "trace/trace_report.h"
+#include "util/atomic_file.h"
 #include "util/csv.h"
 
 namespace pacset {
@@ -78,15 +79,6 @@ std::string AbsolutePath(const std::string& p) {
   char cwd[PATH_MAX];
   if (!getcwd(cwd, sizeof(cwd))) return p;
   return std::string(cwd) + "/" + p;
-}
-
-Status WriteFile(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) return Status::FromErrno("cannot create " + path, errno);
-  out << text;
-  out.close();
-  if (!out) return Status::FromErrno("cannot write " + path, errno);
-  return Status::Ok();
 }
 
 std::vector<std::string> SplitComma(const std::string& s) {
@@ -258,7 +250,7 @@ Status RunReport(const ReportCliOptions& o) {
         return Status::InvalidArgument(o.model + " is not the file of any forest in " + o.trace);
       have_regions = true;
     }
-    PACSET_RETURN_IF_ERROR(WriteFile(
+    PACSET_RETURN_IF_ERROR(WriteFileAtomically(
         o.html, RenderReportHtml(report, have_regions ? &regions : nullptr, regions_forest)));
   }
   if (o.json) {
@@ -361,7 +353,7 @@ Status RunLayouts(const LayoutsCliOptions& o) {
     std::string subtitle = "blocks read per request";
     if (!o.model.empty()) subtitle += " - model " + o.model + ", block size " + o.block_size;
     if (!o.input.empty()) subtitle += ", rows " + o.input;
-    PACSET_RETURN_IF_ERROR(WriteFile(
+    PACSET_RETURN_IF_ERROR(WriteFileAtomically(
         o.output, RenderLayoutsHtml(series, "Blocks per request, side by side", subtitle)));
   }
   return Status::Ok();

@@ -1,5 +1,6 @@
 #include "util/csv.h"
 
+#include <unistd.h>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -143,18 +144,28 @@ void AppendNumber(std::string& out, double v, bool as_float32) {
   out.append(buf, r.ptr);
 }
 
-CsvWriter::~CsvWriter() { (void)Close(); }
+CsvWriter::~CsvWriter() {
+  // Not closed: an error cut the output short. Drop it; the AtomicFile
+  // removes its temporary file and the destination keeps what it had.
+  if (file_ && owned_) std::fclose(file_);
+}
 
 Status CsvWriter::Open(const std::string& path) {
   path_ = path;
   if (path == "-") {
     file_ = stdout;
     owned_ = false;
-  } else {
-    file_ = std::fopen(path.c_str(), "w");
-    if (!file_) return Status::FromErrno("cannot create " + path, errno);
-    owned_ = true;
+    return Status::Ok();
   }
+  PACSET_ASSIGN_OR_RETURN(target_, AtomicFile::Create(path));
+  const int fd = dup(target_->fd());
+  if (fd < 0 || !(file_ = fdopen(fd, "w"))) {
+    const int err = errno;
+    if (fd >= 0) close(fd);
+    target_.reset();
+    return Status::FromErrno("cannot write " + path, err);
+  }
+  owned_ = true;
   return Status::Ok();
 }
 
@@ -192,7 +203,16 @@ Status CsvWriter::Close() {
   if (std::fflush(file_) != 0) failed_ = true;
   if (owned_ && std::fclose(file_) != 0) failed_ = true;
   file_ = nullptr;
-  if (failed_) return Status::IOError("cannot write " + path_ + ": " + std::strerror(errno));
+  if (failed_) {
+    const int err = errno;
+    target_.reset();
+    return Status::IOError("cannot write " + path_ + ": " + std::strerror(err));
+  }
+  if (target_) {
+    Status s = target_->Commit();
+    target_.reset();
+    return s;
+  }
   return Status::Ok();
 }
 

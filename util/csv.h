@@ -11,10 +11,12 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "util/atomic_file.h"
 #include "util/status.h"
 
 namespace pacset {
@@ -39,7 +41,9 @@ StatusOr<RowMatrix> ReadCsvRows(const std::string& path, size_t expected_cols);
 // `as_float32`), e.g. "0.5", "1e-07", "nan", "inf".
 void AppendNumber(std::string& out, double v, bool as_float32);
 
-// Buffered CSV writer to a file or standard output ("-").
+// Buffered CSV writer to a file or standard output ("-"). A file is written
+// through an AtomicFile: it appears, whole, when Close() succeeds; a writer
+// destroyed without Close() leaves the destination as it was.
 class CsvWriter {
  public:
   CsvWriter() = default;
@@ -55,6 +59,7 @@ class CsvWriter {
 
  private:
   void MaybeFlush();
+  std::unique_ptr<AtomicFile> target_;
   std::FILE* file_ = nullptr;
   bool owned_ = false;
   std::string path_;

@@ -7,12 +7,16 @@
 #include <chrono>
 #include <sstream>
 
+#include "util/bounded_cereal.h"
+
 namespace pacset {
 
+// Strings bounded on loading (util/bounded_cereal.h): records come from
+// shared stores that other hosts write.
 template <class Archive>
 void serialize(Archive& ar, ForestInfo& f) {
-  ar(f.name, f.generation, f.size_bytes, f.block_size, f.block_count, f.header_checksum,
-     f.created_unix_ns, f.source_file, f.source_format, f.source_library);
+  ar(Bound(f.name), f.generation, f.size_bytes, f.block_size, f.block_count, f.header_checksum,
+     f.created_unix_ns, Bound(f.source_file), Bound(f.source_format), Bound(f.source_library));
 }
 
 namespace store_internal {
@@ -37,7 +41,7 @@ template <class T>
 Status Decode(const std::string& bytes, uint32_t magic, const std::string& what, T* value) {
   std::istringstream in(bytes);
   try {
-    cereal::PortableBinaryInputArchive ar(in);
+    BoundedInputArchive ar(in, bytes.size());
     uint32_t m = 0, version = 0;
     ar(m, version);
     if (m != magic) return Status::Corruption(what + ": not a pacset store record");
@@ -64,7 +68,7 @@ Status DecodeForestInfo(const std::string& bytes, const std::string& what, Fores
 
 template <class Archive>
 void serialize(Archive& ar, DirCatalog& c) {
-  ar(c.current, c.last_generation, c.generations);
+  ar(BoundMap(c.current), BoundMap(c.last_generation), BoundMap(c.generations));
 }
 
 std::string EncodeDirCatalog(const DirCatalog& catalog) {

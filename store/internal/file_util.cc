@@ -9,7 +9,6 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
-#include <random>
 
 #include "util/atomic_file.h"
 
@@ -24,12 +23,6 @@ void UniqueFd::reset(int fd) {
 Status FsyncFd(int fd, const std::string& what) {
   if (::fsync(fd) != 0) return Status::FromErrno("fsync " + what, errno);
   return Status::Ok();
-}
-
-Status FsyncDir(const std::string& dir) {
-  UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!fd.valid()) return Status::FromErrno("open directory " + dir, errno);
-  return FsyncFd(fd.get(), "directory " + dir);
 }
 
 bool IsDirectory(const std::string& path) {
@@ -95,20 +88,9 @@ StatusOr<std::string> ReadWholeFile(const std::string& path) {
   return out;
 }
 
-std::string DirName(const std::string& path) {
-  const size_t slash = path.find_last_of('/');
-  if (slash == std::string::npos) return ".";
-  if (slash == 0) return "/";
-  return path.substr(0, slash);
-}
-
 std::string BaseName(const std::string& path) {
   const size_t slash = path.find_last_of('/');
   return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
-Status ReplaceFileAtomically(const std::string& path, const std::string& contents) {
-  return WriteFileAtomically(path, contents);
 }
 
 StatusOr<UniqueFd> LockFile(const std::string& path, LockMode mode) {

@@ -1,6 +1,7 @@
 // POSIX file helpers shared by the rocksdb: and dir: backends: an owning file
-// descriptor, whole-buffer pread/pwrite, durable replace-by-rename, flock(2)
-// locks, and the per-process pin files described in store/block_store.h.
+// descriptor, whole-buffer pread/pwrite, flock(2) locks, and the per-process
+// pin files described in store/block_store.h. Durable replace-by-rename,
+// FsyncDir and DirName live in util/atomic_file.h.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "util/atomic_file.h"
 #include "util/file_io.h"
 #include "util/status.h"
 
@@ -48,7 +50,6 @@ using ::pacset::PreadFull;  // util/file_io.h
 using ::pacset::PwriteFull;
 
 Status FsyncFd(int fd, const std::string& what);
-Status FsyncDir(const std::string& dir);
 
 // mkdir -p; an existing directory is fine, an existing non-directory is not.
 Status MakeDirs(const std::string& path);
@@ -60,11 +61,7 @@ StatusOr<std::vector<std::string>> ListDir(const std::string& dir);
 void RemoveTree(const std::string& path);
 
 StatusOr<std::string> ReadWholeFile(const std::string& path);
-// Writes `contents` to a temporary file beside `path`, fsyncs it, renames it
-// over `path` and fsyncs the directory: readers see the old or the new file.
-Status ReplaceFileAtomically(const std::string& path, const std::string& contents);
 
-std::string DirName(const std::string& path);
 std::string BaseName(const std::string& path);
 
 enum class LockMode { kShared, kExclusive };

@@ -1,0 +1,356 @@
+#!/usr/bin/python3
+"""An independent .pac reader, written from layout/FORMAT.md alone.
+
+It reads a .pac file and predicts margins, outputs and leaf ids the way the
+format document says, without looking at pacset's code; tests/spec/
+spec_test.py compares it bit for bit with `pacset predict`. Where the two
+disagree, the document is wrong or incomplete (or the code is).
+
+Dependencies: numpy, and through ctypes the system's libxxhash (XXH3-64) and
+libm (`exp`, `expf`, which FORMAT.md names).
+
+usage: pac_reader.py FILE.pac --input rows.csv [--margin | --leaf]
+"""
+import argparse
+import ctypes
+import ctypes.util
+import math
+import struct
+import sys
+
+import numpy as np
+
+MAGIC = b"PACSET\r\n"
+UNIT = 16
+
+_xxhash = ctypes.CDLL(ctypes.util.find_library("xxhash") or "libxxhash.so.0")
+_xxhash.XXH3_64bits.restype = ctypes.c_uint64
+_xxhash.XXH3_64bits.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+_libm = ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6")
+_libm.expf.restype = ctypes.c_float
+_libm.expf.argtypes = [ctypes.c_float]
+_libm.exp.restype = ctypes.c_double
+_libm.exp.argtypes = [ctypes.c_double]
+
+F32 = np.float32
+Z32 = F32(1e-35)           # FORMAT.md §3: z = (double)1e-35f
+Z64 = float(Z32)
+
+
+class PacError(Exception):
+    pass
+
+
+def xxh3(data):
+    return _xxhash.XXH3_64bits(bytes(data), len(data))
+
+
+def expf(x):
+    return F32(_libm.expf(float(x)))
+
+
+def exp(x):
+    return _libm.exp(float(x))
+
+
+class PacFile:
+    """§1-§3 and §5 of FORMAT.md."""
+
+    HEADER = struct.Struct("<8sIIIIQBBBBBBBBIIIIQQQdIIQQQII")
+
+    def __init__(self, path):
+        with open(path, "rb") as f:
+            self.data = f.read()
+        self.path = path
+        d = self.data
+        if len(d) < 136 or d[:8] != MAGIC:
+            raise PacError(f"{path}: not a .pac file")
+        (magic, self.version, self.header_size, self.block_size, self.section_count,
+         self.block_count, self.task, self.postprocess, self.aggregation, self.input_precision,
+         self.accumulate_precision, self.node_format, self.layout, self.cardinality_source,
+         self.num_features, self.num_outputs, self.num_classes, self.leaf_width, self.num_trees,
+         self.num_nodes, self.num_leaf_records, self.sigmoid_alpha, self.bin_depth,
+         self.trees_per_bin, self.node_first_block, self.node_block_count, self.bin_block_count,
+         self.max_depth, _reserved) = self.HEADER.unpack_from(d, 0)
+        if self.version != 1:
+            raise PacError(f"{path}: version {self.version}")
+        bs = self.block_size
+        if bs < 4096 or bs > 1048576 or bs & (bs - 1):
+            raise PacError(f"{path}: block size {bs}")
+        if len(d) != self.block_count * bs:
+            raise PacError(f"{path}: size {len(d)} != block_count * block_size")
+        if self.header_size != 128 + 32 * self.section_count + 8 or self.header_size > bs - 16:
+            raise PacError(f"{path}: bad header size")
+        self.payload = bs - 16
+        self.verified = set()
+        # §5: metadata blocks and the header checksum when the file is opened.
+        for b in range(self.node_first_block):
+            self.check_block(b)
+        (hsum,) = struct.unpack_from("<Q", d, self.header_size - 8)
+        if hsum != xxh3(d[:self.header_size - 8]):
+            raise PacError(f"{path}: header checksum")
+        self.sections = {}
+        for i in range(self.section_count):
+            stype, flags, offset, count, rsize, _ = struct.unpack_from("<IIQQII", d, 128 + 32 * i)
+            if stype not in (1, 2, 3, 4, 5):
+                if flags & 1:
+                    raise PacError(f"{path}: required section type {stype} unknown")
+                continue
+            self.sections[stype] = (offset, count, rsize)
+        for required in (1, 2, 3):
+            if required not in self.sections:
+                raise PacError(f"{path}: section {required} missing")
+        self.trees = []
+        for t in range(self.num_trees):
+            root, group, kind = struct.unpack_from("<QIB", d, self.record_offset(1, t))
+            self.trees.append((root, group, kind))
+        self.base_score = [struct.unpack_from("<d", d, self.record_offset(2, k))[0]
+                           for k in range(self.num_outputs)]
+        self.node_lo = self.node_first_block * bs // UNIT
+        self.node_hi = (self.node_first_block + self.node_block_count) * bs // UNIT
+
+    # §1: a block is valid when its checksum matches and block_index == b.
+    def check_block(self, b):
+        if b in self.verified:
+            return
+        bs = self.block_size
+        blk = self.data[b * bs:(b + 1) * bs]
+        index, checksum = struct.unpack_from("<QQ", blk, bs - 16)
+        if index != b or checksum != xxh3(blk[:bs - 8]):
+            raise PacError(f"{self.path}: block {b} is corrupt")
+        self.verified.add(b)
+
+    def read(self, offset, size):
+        """Bytes [offset, offset+size) of one payload, its block checked first."""
+        b = offset // self.block_size
+        if offset % self.block_size + size > self.payload or b >= self.block_count:
+            raise PacError(f"{self.path}: record at {offset} crosses a trailer")
+        self.check_block(b)
+        return self.data[offset:offset + size]
+
+    # §2: records flow through block payloads.
+    def record_offset(self, stype, i):
+        offset, count, rsize = self.sections[stype]
+        if i >= count:
+            raise PacError(f"{self.path}: record {i} of section {stype} out of range")
+        bs = self.block_size
+        o = offset % bs
+        c0 = (self.payload - o) // rsize
+        per = self.payload // rsize
+        if i < c0:
+            return offset + i * rsize
+        return (offset // bs + 1 + (i - c0) // per) * bs + ((i - c0) % per) * rsize
+
+    def node(self, ref):
+        """(threshold, feature, flags, left, right) of the node at unit `ref`."""
+        size = 16 if self.node_format == 0 else 32
+        if not (self.node_lo <= ref and ref * UNIT + size <= self.node_hi * UNIT):
+            raise PacError(f"{self.path}: node reference {ref} outside the node region")
+        raw = self.read(ref * UNIT, size)
+        if self.node_format == 0:
+            t, ff, left, right = struct.unpack("<fIII", raw)
+            return F32(t), ff & 0xFFFFFF, ff >> 24, left, right
+        t, feature, flags, left, right = struct.unpack("<dIB3xQQ", raw)
+        return t, feature, flags, left, right
+
+    def leaf_ids(self, ref):
+        """§3 Leaf ids: the two child ids of the internal node at unit `ref`."""
+        if 5 not in self.sections:
+            raise PacError(f"{self.path}: no leaf-id section")
+        rel = ref - self.node_first_block * self.block_size // UNIT
+        B = self.block_size // UNIT
+        Pu = (self.block_size - 16) // UNIT
+        i = (rel // B) * Pu + rel % B
+        return struct.unpack("<II", self.read(self.record_offset(5, i), 8))
+
+
+def round_input(pac, row):
+    """Routing step 1."""
+    if pac.input_precision == 0:
+        with np.errstate(over="ignore"):
+            return [F32(v) for v in row]
+    return [float(v) for v in row]
+
+
+def goes_left(pac, x, t, flags):
+    """Routing step 2, operands widened per the table in FORMAT.md §3."""
+    wide = pac.node_format == 1
+    if pac.input_precision == 0 and not wide:
+        z = Z32  # compact16 + float32: compare in float32
+    else:
+        x = float(x)
+        t = float(t)
+        z = Z64
+    if math.isnan(x):
+        if not flags & 4:
+            return bool(flags & 1)
+        x = type(x)(0.0)
+    if flags & 2 and -z <= x <= z:
+        return bool(flags & 1)
+    return bool(x <= t)
+
+
+def walk(pac, tree, xs):
+    """Routes one rounded row through one tree: (leaf kind, leaf ref, leaf id)."""
+    ref, _, kind = tree
+    leaf_id = 0
+    steps = 0
+    while kind == 0:
+        steps += 1
+        if steps > pac.max_depth + 1:
+            raise PacError(f"{pac.path}: path longer than max_depth")
+        t, f, flags, left, right = pac.node(ref)
+        if f >= pac.num_features:
+            raise PacError(f"{pac.path}: feature {f} out of range")
+        go_left = goes_left(pac, xs[f], t, flags)
+        lk, rk = (flags >> 3) & 3, (flags >> 5) & 3
+        next_ref, next_kind = (left, lk) if go_left else (right, rk)
+        if next_kind != 0 and 5 in pac.sections:
+            ids = pac.leaf_ids(ref)
+            leaf_id = ids[0] if go_left else ids[1]
+        ref, kind = next_ref, next_kind
+    return kind, ref, leaf_id
+
+
+def margins(pac, row):
+    """Output steps 1-4 for one row (a list of float64 values)."""
+    K = pac.num_outputs
+    f32 = pac.accumulate_precision == 0
+    A = F32 if f32 else float
+    xs = round_input(pac, row)
+    acc = [A(b) for b in pac.base_score]
+    with np.errstate(over="ignore", invalid="ignore"):
+        for tree in pac.trees:
+            kind, ref, _ = walk(pac, tree, xs)
+            group = tree[1]
+            if kind == 2:
+                (v,) = struct.unpack("<f", struct.pack("<I", ref & 0xFFFFFFFF))
+                acc[group] = A(acc[group] + A(F32(v)))
+            elif kind == 3:
+                if ref >= K:
+                    raise PacError(f"{pac.path}: class {ref} out of range")
+                acc[ref] = A(acc[ref] + A(1))
+            elif kind == 1:
+                w = pac.leaf_width
+                size = (8 * w + 15) // 16 * 16
+                if not (pac.node_lo <= ref and ref * UNIT + size <= pac.node_hi * UNIT):
+                    raise PacError(f"{pac.path}: leaf record {ref} outside the node region")
+                r = struct.unpack(f"<{w}d", pac.read(ref * UNIT, 8 * w))
+                if w == 1:
+                    acc[group] = A(acc[group] + A(r[0]))
+                else:
+                    for k in range(K):
+                        acc[k] = A(acc[k] + A(r[k]))
+            else:
+                raise PacError(f"{pac.path}: unknown leaf kind {kind}")
+        if pac.aggregation == 1:
+            n = [0] * K
+            for _, group, _ in pac.trees:
+                if pac.leaf_width > 1:
+                    n = [c + 1 for c in n]
+                else:
+                    n[group] += 1
+            acc = [A(acc[k] / A(max(n[k], 1))) for k in range(K)]
+    return acc
+
+
+def postprocess(pac, m):
+    """Output step 5."""
+    p = pac.postprocess
+    K = pac.num_outputs
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        if pac.accumulate_precision == 0:
+            m = [F32(v) for v in m]
+            one = F32(1.0)
+            alpha = F32(pac.sigmoid_alpha)
+            if p == 0:
+                return m
+            if p == 1:
+                return [one / (one + expf(-(v * alpha))) for v in m]
+            if p == 5:
+                q = one / (one + expf(-(m[0] * alpha)))
+                return [one - q, q]
+            if p == 4:
+                return [expf(v) for v in m]
+            if p == 2:
+                w = m[0]
+                for k in range(1, K):
+                    w = w if m[k] < w else m[k]
+                e = [expf(F32(v - w)) for v in m]
+                s = 0.0
+                for v in e:
+                    s += float(v)
+                return [F32(v / F32(s)) for v in e]
+        else:
+            m = [float(v) for v in m]
+            if p == 0:
+                return m
+            if p == 1:
+                return [1.0 / (1.0 + exp((-pac.sigmoid_alpha) * v)) for v in m]
+            if p == 5:
+                q = 1.0 / (1.0 + exp((-pac.sigmoid_alpha) * m[0]))
+                return [1.0 - q, q]
+            if p == 4:
+                return [exp(v) for v in m]
+            if p == 2:
+                w = m[0]
+                for k in range(1, K):
+                    w = w if m[k] < w else m[k]
+                e = [exp(v - w) for v in m]
+                s = 0.0
+                for v in e:
+                    s += v
+                return [v / s for v in e]
+        if p == 3:
+            b = 0
+            for k in range(1, K):
+                if m[k] > m[b]:
+                    b = k
+            return [b]
+    raise PacError(f"{pac.path}: unknown postprocess {p}")
+
+
+def predict(pac, row, margin=False):
+    m = margins(pac, row)
+    return m if margin else postprocess(pac, m)
+
+
+def leaves(pac, row):
+    xs = round_input(pac, row)
+    return [walk(pac, tree, xs)[2] for tree in pac.trees]
+
+
+def parse_csv(path):
+    """FORMAT.md §6: each field to the nearest float64; empty, NA, nan are NaN."""
+    rows = []
+    with open(path) as f:
+        for n, line in enumerate(f):
+            fields = [x.strip() for x in line.strip().split(",")]
+            if not line.strip():
+                continue
+            try:
+                row = [math.nan if x in ("", "NA", "na") else float(x) for x in fields]
+            except ValueError:
+                if n == 0 and not rows:
+                    continue  # a header line
+                raise
+            rows.append(row)
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("pac")
+    ap.add_argument("--input", required=True)
+    g = ap.add_mutually_exclusive_group()
+    g.add_argument("--margin", action="store_true")
+    g.add_argument("--leaf", action="store_true")
+    a = ap.parse_args()
+    pac = PacFile(a.pac)
+    for row in parse_csv(a.input):
+        vals = leaves(pac, row) if a.leaf else predict(pac, row, a.margin)
+        print(",".join(repr(v.item() if hasattr(v, "item") else v) for v in vals))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,390 @@
+#!/usr/bin/python3
+"""layout/FORMAT.md is the contract: an independent reader written from it
+alone (tests/spec/pac_reader.py) must agree with `pacset predict` bit for bit.
+
+Packs XGBoost models (Debian's python3-xgboost), scikit-learn models
+(python3-sklearn, through pacset-sklearn-export) and the LightGBM fixtures
+(tests/data/lightgbm) into .pac files (compact and wide nodes, several block
+sizes and layouts) and compares, on adversarial rows, the reader's margins,
+outputs and leaf ids with `pacset predict --margin`, `pacset predict` and
+`pacset predict --leaf`: float32 results by their bits, float64 results by
+their bits (NaN equals NaN). The rows put values exactly on every threshold
+of the file and on their float32 and float64 neighbours, around LightGBM's
+zero band (+-1e-35f), and use NaN, +-0, +-inf, values float32 cannot hold and
+a decimal that rounds differently through float64 (FORMAT.md section 6).
+
+usage: spec_test.py --pacset PATH [--keep DIR]
+"""
+import argparse
+import math
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import pac_reader  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(HERE))
+LIGHTGBM = os.path.join(ROOT, "tests", "data", "lightgbm")
+EXPORTER = os.path.join(ROOT, "tools", "pacset-sklearn-export")
+# Not a float32 midpoint, but its nearest float64 is one (FORMAT.md section 6).
+DOUBLE_ROUNDING = "1.0000000596046448"
+
+failures = []
+checks = 0
+
+
+def expect(ok, message):
+    global checks
+    checks += 1
+    if not ok:
+        failures.append(message)
+        print("FAIL:", message)
+
+
+def run(cmd):
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed ({r.returncode}): {r.stderr.strip()}")
+    return r.stdout
+
+
+def train_xgboost(work, rng):
+    import xgboost as xgb
+    n, d = 400, 5
+    X = rng.normal(size=(n, d)) * np.array([1, 10, 1e-3, 1e3, 1])
+    X[:, 4] = np.round(X[:, 4])
+    X[rng.random(size=X.shape) < 0.1] = np.nan
+    x0, x3 = np.nan_to_num(X[:, 0]), np.nan_to_num(X[:, 3])
+    y_bin = (x0 + x3 / 1e3 > 0).astype(int)
+    y_multi = np.digitize(x0, [-1, 0, 1])
+    y_reg = 2 * x0 + rng.normal(size=n)
+    y_count = rng.poisson(np.exp(np.clip(x0, -2, 2)))
+    specs = [
+        ("xgb-binary", {"objective": "binary:logistic", "max_depth": 4, "base_score": 0.3}, y_bin, 8),
+        ("xgb-softprob", {"objective": "multi:softprob", "num_class": 4, "max_depth": 3}, y_multi, 4),
+        ("xgb-softmax", {"objective": "multi:softmax", "num_class": 4, "max_depth": 3}, y_multi, 4),
+        ("xgb-reg", {"objective": "reg:squarederror", "max_depth": 5}, y_reg, 8),
+        ("xgb-poisson", {"objective": "count:poisson", "max_depth": 3}, y_count, 6),
+        ("xgb-rf", {"objective": "binary:logistic", "num_parallel_tree": 4, "subsample": 0.7,
+                    "eta": 1.0, "max_depth": 5}, y_bin, 1),
+    ]
+    out = []
+    for name, params, y, rounds in specs:
+        b = xgb.train(dict(params, seed=3, nthread=1), xgb.DMatrix(X, label=y), rounds)
+        path = os.path.join(work, name + ".json")
+        b.save_model(path)
+        out.append((name, path))
+    return out
+
+
+def train_sklearn(work, rng):
+    import joblib
+    from sklearn.ensemble import (ExtraTreesRegressor, GradientBoostingClassifier,
+                                  GradientBoostingRegressor, RandomForestClassifier,
+                                  RandomForestRegressor)
+    n, d = 300, 4
+    X = rng.normal(size=(n, d)) * np.array([1, 100, 1e-4, 1])
+    y_bin = (X[:, 0] + X[:, 1] / 100 > 0).astype(int)
+    y_multi = np.digitize(X[:, 0], [-0.5, 0.5])
+    y_reg = X[:, 0] * 3 + X[:, 2] * 1e4
+    specs = [
+        ("sk-rf-multi", RandomForestClassifier(n_estimators=6, max_depth=6, random_state=0), y_multi),
+        ("sk-rf-binary", RandomForestClassifier(n_estimators=5, random_state=1), y_bin),
+        ("sk-rf-reg", RandomForestRegressor(n_estimators=5, max_depth=6, random_state=0), y_reg),
+        ("sk-et-reg", ExtraTreesRegressor(n_estimators=4, max_depth=5, random_state=0), y_reg),
+        ("sk-gb-binary", GradientBoostingClassifier(n_estimators=6, max_depth=3, random_state=0),
+         y_bin),
+        ("sk-gb-multi", GradientBoostingClassifier(n_estimators=4, max_depth=2, random_state=0),
+         y_multi),
+        ("sk-gb-reg", GradientBoostingRegressor(n_estimators=6, max_depth=3, random_state=0), y_reg),
+    ]
+    out = []
+    for name, est, y in specs:
+        est.fit(X, y)
+        pkl = os.path.join(work, name + ".joblib")
+        joblib.dump(est, pkl)
+        path = os.path.join(work, name + ".json")
+        run([sys.executable, EXPORTER, pkl, "-o", path])
+        out.append((name, path))
+    return out
+
+
+def lightgbm_fixtures():
+    out = []
+    for f in sorted(os.listdir(LIGHTGBM)):
+        if f.endswith(".txt") and f != "categorical.txt":  # categorical splits: unsupported
+            out.append(("lgbm-" + f[:-4], os.path.join(LIGHTGBM, f)))
+    return out
+
+
+def forest_file(path, *, task, features, outputs, classes, leaf_width, base, post, alpha, agg,
+                f32_input, f32_acc, trees):
+    """Writes a pacset forest file (model/forest.cc SaveForest: a cereal portable
+    binary archive) for forests no library writes but the format allows.
+    `trees`: list of (group, nodes) with nodes [(left, right, feature,
+    threshold, flags, leaf_values)], node 0 the root, children -1 at leaves."""
+    def vec(fmt, values):
+        return struct.pack("<Q", len(values)) + struct.pack(f"<{len(values)}{fmt}", *values)
+
+    def text(s):
+        return struct.pack("<Q", len(s)) + s.encode()
+
+    offsets, groups, left, right, feat, thr, flags, card, leaves = [0], [], [], [], [], [], [], [], []
+    for group, nodes in trees:
+        groups.append(group)
+        for l, r, f, t, fl, lv in nodes:
+            left.append(l)
+            right.append(r)
+            feat.append(f)
+            thr.append(t)
+            flags.append(fl)
+            card.append(0.0)
+            leaves.extend(lv if l < 0 else [0.0] * leaf_width)
+        offsets.append(offsets[-1] + len(nodes))
+    b = bytearray(b"\x01") + struct.pack("<II", 0x50414346, 1)
+    b += struct.pack("<BIIII", task, features, outputs, classes, leaf_width) + vec("d", base)
+    b += struct.pack("<BdBBBB", post, alpha, agg, 0 if f32_input else 1, 0 if f32_acc else 1, 0)
+    b += text("synthetic") + text("") + text("spec") + text(os.path.basename(path))
+    b += vec("Q", offsets) + vec("I", groups) + vec("i", left) + vec("i", right) + vec("I", feat)
+    b += vec("d", thr) + vec("B", flags) + vec("d", card) + vec("d", leaves)
+    with open(path, "wb") as f:
+        f.write(bytes(b))
+
+
+def random_tree(rng, depth, features, thresholds, leaf, flags_choice):
+    """A full tree of `depth` levels (depth 0: a single leaf)."""
+    nodes = []
+
+    def build(d):
+        i = len(nodes)
+        nodes.append(None)
+        if d == 0:
+            nodes[i] = (-1, -1, 0, 0.0, 0, leaf())
+            return i
+        f = int(rng.integers(features))
+        t = float(thresholds[int(rng.integers(len(thresholds)))])
+        fl = flags_choice()
+        l_id = build(d - 1)
+        r_id = build(d - 1)
+        nodes[i] = (l_id, r_id, f, t, fl, None)
+        return i
+
+    build(depth)
+    return nodes
+
+
+def synthetic_models(work, rng):
+    """Forests that exercise every rule of FORMAT.md §3, whether or not an
+    importer produces them today."""
+    z = float(np.float32(1e-35))
+    f32_thresholds = [0.0, -0.0, 1.0, -1.5, float(np.float32(0.1)), z, -z,
+                      float(np.float32(3.0e38)), -2.5]
+    f64_thresholds = f32_thresholds + [0.1, 1 / 3, math.nextafter(z, 1), -1e-300]
+    odd_values = [0.1, 1 / 3, -2 / 3, 1e-40, 7.0, 1e30, -0.0, 0.25]
+
+    def leaf_scalar():
+        return [odd_values[int(rng.integers(len(odd_values)))]]
+
+    def zero_flags():
+        return int(rng.choice([0, 1, 2 | 4, 2 | 4 | 1, 4, 4 | 1, 2, 3]))
+
+    out = []
+
+    def add(name, depth_range=(0, 4), n_trees=6, leaf=leaf_scalar, groups=1, f32_input=True,
+            flags=lambda: int(rng.integers(2)), **kw):
+        path = os.path.join(work, name + ".forest")
+        ths = f32_thresholds if f32_input else f64_thresholds
+        trees = []
+        for t in range(n_trees):
+            depth = int(rng.integers(depth_range[0], depth_range[1] + 1))
+            trees.append((t % groups, random_tree(rng, depth, kw["features"], ths, leaf, flags)))
+        forest_file(path, trees=trees, f32_input=f32_input, **kw)
+        out.append((name, path))
+
+    # float32 accumulation of float64 leaf records (width 1), sigmoid with alpha.
+    add("syn-f32acc-records-sigmoid", features=3, outputs=1, classes=2, leaf_width=1,
+        base=[0.1], post=1, alpha=0.7, agg=0, f32_acc=True, task=1)
+    # Vector leaf records, float32 accumulation, mean with a base score, softmax.
+    add("syn-f32acc-vector-mean-softmax", features=3, outputs=3, classes=3, leaf_width=3,
+        base=[0.2, -0.1, 0.05], post=2, alpha=1.0, agg=1, f32_acc=True, task=2,
+        leaf=lambda: [odd_values[int(rng.integers(len(odd_values)))] for _ in range(3)])
+    # Mean with a base score in float64; output 2 has no trees (divided by 1).
+    add("syn-f64-mean-base", features=2, outputs=3, classes=1, leaf_width=1, groups=2,
+        base=[0.5, -1.25, 3.0], post=0, alpha=1.0, agg=1, f32_acc=False, task=0, f32_input=False)
+    # Class index with ties (every leaf 1.0 or 0.0), both precisions.
+    for acc in (True, False):
+        add(f"syn-classindex-ties-{'f32' if acc else 'f64'}", features=2, outputs=3, classes=3,
+            leaf_width=1, groups=3, base=[0.0, 0.0, 0.0], post=3, alpha=1.0, agg=0, f32_acc=acc,
+            task=2, leaf=lambda: [float(rng.integers(2))])
+    # Sigmoid pair (scikit-learn's binary gradient boosting), both precisions, alpha != 1.
+    for acc in (True, False):
+        add(f"syn-sigmoid-pair-{'f32' if acc else 'f64'}", features=2, outputs=1, classes=2,
+            leaf_width=1, base=[-0.3], post=5, alpha=1.5 if acc else 0.5, agg=0, f32_acc=acc,
+            task=1)
+    # LightGBM's zero rules on float32 input (compact nodes compare in float32).
+    add("syn-zero-rules-f32-input", features=2, outputs=1, classes=1, leaf_width=1, base=[0.0],
+        post=0, alpha=1.0, agg=0, f32_acc=False, task=0, flags=zero_flags)
+    add("syn-zero-rules-f64-input", features=2, outputs=1, classes=1, leaf_width=1, base=[0.0],
+        post=4, alpha=1.0, agg=0, f32_acc=False, task=0, flags=zero_flags, f32_input=False)
+    # Single-leaf trees and one-hot leaves (inline classes), exponential in float32.
+    add("syn-single-leaves-onehot", depth_range=(0, 2), n_trees=8, features=2, outputs=3,
+        classes=3, leaf_width=3, base=[0.0, 0.0, 0.0], post=0, alpha=1.0, agg=1, f32_acc=False,
+        task=2, leaf=lambda: [1.0 if k == int(rng.integers(3)) else 0.0 for k in range(3)])
+    add("syn-exp-f32", features=2, outputs=1, classes=1, leaf_width=1, base=[0.5], post=4,
+        alpha=1.0, agg=0, f32_acc=True, task=0)
+    # Infinite leaves make NaN margins: the softmax maximum rule decides.
+    add("syn-softmax-inf-f64", features=2, outputs=3, classes=3, leaf_width=1, groups=3,
+        base=[0.0, 0.0, 0.0], post=2, alpha=1.0, agg=0, f32_acc=False, task=2,
+        leaf=lambda: [[math.inf, -math.inf, 1.0, -2.0][int(rng.integers(4))]])
+    return out
+
+
+def special_values(pac):
+    """Per feature: every threshold of the file, its neighbours, and the edge cases."""
+    per_feature = [set() for _ in range(pac.num_features)]
+    # Every reachable node (read through the reader, so blocks are checked).
+    reached = set()
+    stack = [t[0] for t in pac.trees if t[2] == 0]
+    while stack:
+        ref = stack.pop()
+        if ref in reached:
+            continue
+        reached.add(ref)
+        t, f, flags, left, right = pac.node(ref)
+        per_feature[f].add(float(t))
+        if (flags >> 3) & 3 == 0:
+            stack.append(left)
+        if (flags >> 5) & 3 == 0:
+            stack.append(right)
+    z = float(np.float32(1e-35))
+    edge = [0.0, -0.0, math.nan, math.inf, -math.inf, 1e39, -1e39, 3.5e38, 1e-46, -1e-46,
+            z, -z, math.nextafter(z, 1), math.nextafter(-z, -1), math.nextafter(z, 0),
+            float(np.nextafter(np.float32(z), np.float32(1))), 1e-36, -1e-36, 0.5]
+    out = []
+    for vals in per_feature:
+        cand = set(edge)
+        for t in vals:
+            t32 = np.float32(t)
+            with np.errstate(over="ignore"):
+                for v in (t, math.nextafter(t, math.inf), math.nextafter(t, -math.inf),
+                          float(np.nextafter(t32, np.float32(np.inf))),
+                          float(np.nextafter(t32, np.float32(-np.inf)))):
+                    cand.add(v)
+        out.append(sorted(cand, key=lambda v: (math.isnan(v), v)))
+    return out
+
+
+def fmt(v):
+    if math.isnan(v):
+        return "" if np.random.random() < 0.5 else "nan"
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    return repr(float(v))
+
+
+def adversarial_csv(pac, path, rng, n_rows=160):
+    cands = special_values(pac)
+    lines = [",".join(f"f{i}" for i in range(pac.num_features))]
+    for i in range(n_rows):
+        fields = []
+        for f in range(pac.num_features):
+            if i % 17 == 5 and f == 0:
+                fields.append(DOUBLE_ROUNDING)
+            elif rng.random() < 0.8:
+                fields.append(fmt(cands[f][rng.integers(len(cands[f]))]))
+            else:
+                fields.append(fmt(float(rng.normal() * 10.0 ** int(rng.integers(-3, 4)))))
+        lines.append(",".join(fields))
+    with open(path, "w") as fh:
+        fh.write("\n".join(lines) + "\n")
+
+
+def same(got_text, want, f32):
+    """pacset's printed value vs the reader's, by bits."""
+    g = float(got_text)
+    w = float(want)
+    if math.isnan(g) or math.isnan(w):
+        return math.isnan(g) and math.isnan(w)
+    if f32:
+        return np.float32(g).view(np.uint32) == np.float32(w).view(np.uint32)
+    return np.float64(g).view(np.uint64) == np.float64(w).view(np.uint64)
+
+
+def compare(pacset, label, pac_path, csv_path):
+    pac = pac_reader.PacFile(pac_path)
+    rows = pac_reader.parse_csv(csv_path)
+    f32 = pac.accumulate_precision == 0
+    for mode in ("output", "margin", "leaf"):
+        flags = {"output": [], "margin": ["--margin"], "leaf": ["--leaf"]}[mode]
+        out = run([pacset, "predict", pac_path, "--input", csv_path, *flags]).splitlines()
+        expect(len(out) == len(rows), f"{label} {mode}: {len(out)} lines for {len(rows)} rows")
+        bad = 0
+        first = None
+        for r, (line, row) in enumerate(zip(out, rows)):
+            got = line.split(",")
+            if mode == "leaf":
+                want = [str(v) for v in pac_reader.leaves(pac, row)]
+                ok = got == want
+            else:
+                want = pac_reader.predict(pac, row, margin=(mode == "margin"))
+                ok = len(got) == len(want) and all(same(g, w, f32) for g, w in zip(got, want))
+            if not ok:
+                bad += 1
+                if first is None:
+                    first = (r, line, [str(w) for w in want], row)
+        expect(bad == 0, f"{label} {mode}: {bad} of {len(rows)} rows differ; first: row "
+                         f"{first[0] if first else ''} pacset {first[1] if first else ''} "
+                         f"reader {first[2] if first else ''} input {first[3] if first else ''}")
+    return pac
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--pacset", required=True)
+    ap.add_argument("--keep", help="keep the work directory here")
+    args = ap.parse_args()
+    rng = np.random.default_rng(11)
+    np.random.seed(11)
+    work = args.keep or tempfile.mkdtemp(prefix="pacset-spec-")
+    os.makedirs(work, exist_ok=True)
+    try:
+        models = (train_xgboost(work, rng) + train_sklearn(work, rng) + lightgbm_fixtures() +
+                  synthetic_models(work, rng))
+        variants = [("64k", ["--block-size", "64KiB"]),
+                    ("4k-bfs-wide", ["--block-size", "4KiB", "--layout", "bfs", "--wide-nodes"])]
+        seen = set()
+        for name, model in models:
+            for vname, vflags in variants:
+                pac_path = os.path.join(work, f"{name}-{vname}.pac")
+                run([args.pacset, "pack", model, "-o", pac_path, *vflags])
+                csv_path = os.path.join(work, f"{name}-{vname}.csv")
+                adversarial_csv(pac_reader.PacFile(pac_path), csv_path, rng)
+                pac = compare(args.pacset, f"{name} ({vname})", pac_path, csv_path)
+                seen.add((pac.node_format, pac.input_precision, pac.accumulate_precision,
+                          pac.postprocess, pac.aggregation))
+        # The spec's cases must all have been exercised.
+        for what, ok in [
+            ("compact nodes with float32 input", any(s[0] == 0 and s[1] == 0 for s in seen)),
+            ("wide nodes with float32 input", any(s[0] == 1 and s[1] == 0 for s in seen)),
+            ("wide nodes with float64 input", any(s[0] == 1 and s[1] == 1 for s in seen)),
+            ("float32 accumulation", any(s[2] == 0 for s in seen)),
+            ("float64 accumulation", any(s[2] == 1 for s in seen)),
+            ("mean aggregation", any(s[4] == 1 for s in seen)),
+        ] + [(f"postprocess {p}", any(s[3] == p for s in seen)) for p in range(6)]:
+            expect(ok, f"no model exercised {what}")
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    print(f"spec_test: {checks} checks, {len(failures)} failed")
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
