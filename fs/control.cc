@@ -1,8 +1,11 @@
 #include "fs/control.h"
 
 #include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <fstream>
 #include <sstream>
@@ -45,15 +48,24 @@ std::string ControlCommand::ToLine() const {
 StatusOr<ControlCommand> ParseControlCommand(std::string_view text) {
   std::string cmd(text);
   while (!cmd.empty() && (cmd.back() == '\n' || cmd.back() == ' ')) cmd.pop_back();
-  if (cmd.rfind("drop", 0) == 0) {
-    std::string name = cmd.size() > 4 ? cmd.substr(5) : "*";
-    if (name.empty()) name = "*";
+  auto bad = [&](const std::string& why) {
+    return Status::InvalidArgument("control command '" + cmd + "': " + why +
+                                   " (expected: drop NAME, drop *, trace start /PATH, trace stop)");
+  };
+  if (cmd == "drop") return bad("drop needs a forest name or *");
+  if (cmd.rfind("drop ", 0) == 0) {
+    const std::string name = cmd.substr(5);
+    if (name.empty() || name.find(' ') != std::string::npos)
+      return bad("drop takes one forest name or *");
     return ControlCommand::Drop(name);
   }
-  if (cmd.rfind("trace start ", 0) == 0) return ControlCommand::TraceStart(cmd.substr(12));
+  if (cmd.rfind("trace start ", 0) == 0) {
+    const std::string path = cmd.substr(12);
+    if (path.empty() || path[0] != '/') return bad("trace start needs an absolute path");
+    return ControlCommand::TraceStart(path);
+  }
   if (cmd == "trace stop") return ControlCommand::TraceStop();
-  return Status::InvalidArgument("unknown control command '" + cmd +
-                                 "' (expected: drop NAME, drop *, trace start /PATH, trace stop)");
+  return bad("unknown command");
 }
 
 Status SendControlCommand(const std::string& mountpoint, const ControlCommand& cmd) {
@@ -74,7 +86,7 @@ Status SendControlCommand(const std::string& mountpoint, const ControlCommand& c
   return Status::FromErrno("pacsetfs on " + mountpoint + " refused '" + shown + "'", err);
 }
 
-StatusOr<std::string> FindPacsetfsMount() {
+StatusOr<std::string> FindPacsetfsMount(const std::vector<std::string>& args) {
   std::ifstream in("/proc/self/mounts");
   if (!in) return Status::FromErrno("cannot read /proc/self/mounts", errno);
   std::vector<std::string> found;
@@ -85,6 +97,17 @@ StatusOr<std::string> FindPacsetfsMount() {
     ss >> dev >> dir >> type;
     if (type == "fuse.pacsetfs") found.push_back(UnescapeMountField(dir));
   }
+  std::vector<std::string> named;  // mounts the arguments' paths lead into
+  for (const auto& a : args) {
+    char real[PATH_MAX];
+    if (a.find('/') == std::string::npos || !realpath(a.c_str(), real)) continue;
+    const std::string path = real;
+    for (const auto& m : found) {
+      const bool inside = path == m || (path.rfind(m + "/", 0) == 0) || m == "/";
+      if (inside && std::find(named.begin(), named.end(), m) == named.end()) named.push_back(m);
+    }
+  }
+  if (named.size() == 1) return named[0];
   if (found.size() == 1) return found[0];
   if (found.empty()) return Status::NotFound("no pacsetfs mount found; mount one or pass --mount");
   std::string all;

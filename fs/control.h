@@ -15,6 +15,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "util/status.h"
 
@@ -44,8 +45,10 @@ StatusOr<ControlCommand> ParseControlCommand(std::string_view text);
 // kNotFound for a drop of an unknown forest; the daemon's refusal otherwise.
 Status SendControlCommand(const std::string& mountpoint, const ControlCommand& cmd);
 
-// The mount point of the only pacsetfs mount in /proc/self/mounts; an error
-// naming them when there are several, kNotFound when there is none.
-StatusOr<std::string> FindPacsetfsMount();
+// The pacsetfs mount a command works on: the one that the paths among `args`
+// (a command line) lead into, if they lead into exactly one; else the only
+// pacsetfs mount in /proc/self/mounts. An error naming the mounts when that
+// is ambiguous, kNotFound when there is none.
+StatusOr<std::string> FindPacsetfsMount(const std::vector<std::string>& args = {});
 
 }  // namespace pacset

@@ -22,16 +22,16 @@ PacsetFs::~PacsetFs() = default;
 Status PacsetFs::Start(std::unique_ptr<BlockStore> store, std::unique_ptr<TraceWriter> trace) {
   store_ = std::move(store);
   table_ = std::make_unique<ForestTable>(store_.get(), &cache_, &stats_);
-  reader_ =
-      std::make_unique<BlockReader>(store_.get(), &cache_, opts_.store_uri, opts_.store_timeout_ms);
+  reader_ = std::make_unique<BlockReader>(store_.get(), &cache_, RedactStoreUri(opts_.store_uri),
+                                          opts_.store_timeout_ms);
   if (trace) tracing_.Adopt(std::move(trace), opts_.trace_path);
   return table_->Refresh().status();
 }
 
 void PacsetFs::StartThreads(fuse_session* se) {
   se_ = se;
-  pusher_ = std::make_unique<Pusher>(se, reader_.get(), &tracing_);
-  pusher_->Start();
+  notifier_ = std::make_unique<Notifier>(se, reader_.get(), &tracing_);
+  notifier_->Start();
   refresher_ = std::thread([this] { RefreshLoop(); });
 }
 
@@ -42,7 +42,7 @@ void PacsetFs::StopThreads() {
   }
   refresh_cv_.SignalAll();
   if (refresher_.joinable()) refresher_.join();
-  if (pusher_) pusher_->Stop();
+  if (notifier_) notifier_->Stop();
   // Release every pin this mount holds.
   if (table_) table_->UnpinAll();
 }
@@ -98,14 +98,15 @@ void PacsetFs::FillAttr(fuse_ino_t ino, const ForestInode* f, struct stat* st) c
 std::string PacsetFs::StatsJson() {
   nlohmann::json extra = {
       {"mountpoint", opts_.mountpoint},
-      {"store", opts_.store_uri},
+      {"store", RedactStoreUri(opts_.store_uri)},
       {"cache", {{"bytes", cache_.bytes()}, {"capacity", cache_.capacity()}}},
   };
   if (auto trace = tracing_.Current()) {
     extra["trace"] = {
         {"path", tracing_.path()}, {"written", trace->written()}, {"dropped", trace->dropped()}};
   }
-  return stats_.ToJson(extra.dump());
+  // Paths and names are bytes, not necessarily UTF-8: replaced, never thrown.
+  return stats_.ToJson(extra.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
 }
 
 }  // namespace fs_internal

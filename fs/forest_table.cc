@@ -20,21 +20,25 @@ StatusOr<std::vector<std::string>> ForestTable::Refresh() {
   PACSET_RETURN_IF_ERROR(store_->Refresh());
   PACSET_ASSIGN_OR_RETURN(std::vector<ForestInfo> list, store_->List());
   std::vector<std::string> changed;
-  MutexLock lock(&mu_);
-  std::map<std::string, ForestInfo> next;
-  for (auto& info : list) next[info.name] = info;
-  for (const auto& [name, info] : next) {
-    auto it = catalog_.find(name);
-    if (it == catalog_.end() || it->second.generation != info.generation) changed.push_back(name);
+  std::vector<Unpin> unpins;
+  {
+    MutexLock lock(&mu_);
+    std::map<std::string, ForestInfo> next;
+    for (auto& info : list) next[info.name] = info;
+    for (const auto& [name, info] : next) {
+      auto it = catalog_.find(name);
+      if (it == catalog_.end() || it->second.generation != info.generation) changed.push_back(name);
+    }
+    for (const auto& [name, info] : catalog_)
+      if (!next.count(name)) changed.push_back(name);
+    catalog_.swap(next);
+    last_refresh_ = std::chrono::steady_clock::now();
+    // Old generations nobody has open can go now.
+    std::vector<std::shared_ptr<ForestInode>> all;
+    for (auto& [ino, f] : inodes_) all.push_back(f);
+    for (auto& f : all) ReleaseUnusedLocked(f, &unpins);
   }
-  for (const auto& [name, info] : catalog_)
-    if (!next.count(name)) changed.push_back(name);
-  catalog_.swap(next);
-  last_refresh_ = std::chrono::steady_clock::now();
-  // Old generations nobody has open can go now.
-  std::vector<std::shared_ptr<ForestInode>> all;
-  for (auto& [ino, f] : inodes_) all.push_back(f);
-  for (auto& f : all) MaybeReleaseLocked(f);
+  DoUnpins(unpins);
   return changed;
 }
 
@@ -63,39 +67,58 @@ std::shared_ptr<ForestInode> ForestTable::Find(fuse_ino_t ino) {
 }
 
 void ForestTable::Forget(fuse_ino_t ino, uint64_t n) {
-  MutexLock lock(&mu_);
-  auto it = inodes_.find(ino);
-  if (it == inodes_.end()) return;
-  auto f = it->second;
-  f->nlookup = f->nlookup > n ? f->nlookup - n : 0;
-  MaybeReleaseLocked(f);
+  std::vector<Unpin> unpins;
+  {
+    MutexLock lock(&mu_);
+    auto it = inodes_.find(ino);
+    if (it == inodes_.end()) return;
+    auto f = it->second;
+    f->nlookup = f->nlookup > n ? f->nlookup - n : 0;
+    ReleaseUnusedLocked(f, &unpins);
+  }
+  DoUnpins(unpins);
 }
 
 Status ForestTable::Open(const std::shared_ptr<ForestInode>& f, bool* first_open) {
-  MutexLock lock(&mu_);
-  *first_open = f->opens++ == 0;
-  if (!f->pinned) {
-    // Pinning under mu_ is fine: it is a local file lock or one redis
-    // command, bounded by the store timeouts.
-    Status s = store_->Pin(f->name, f->info.generation);
-    if (!s.ok()) {
-      f->opens--;
-      Log(LOG_ERR, "cannot pin forest '%s' generation %llu: %s", f->name.c_str(),
-          static_cast<unsigned long long>(f->info.generation), s.ToString().c_str());
-      return s;
-    }
-    f->pinned = true;
+  {
+    MutexLock lock(&mu_);
+    *first_open = f->opens++ == 0;
+    while (f->pin_busy) pin_cv_.Wait();
+    if (f->pinned) return Status::Ok();
+    f->pin_busy = true;
   }
-  return Status::Ok();
+  Status s = store_->Pin(f->name, f->info.generation);
+  std::vector<Unpin> unpins;
+  {
+    MutexLock lock(&mu_);
+    f->pin_busy = false;
+    if (s.ok()) {
+      f->pinned = true;
+    } else {
+      f->opens--;
+      *first_open = false;
+      ReleaseUnusedLocked(f, &unpins);
+    }
+  }
+  pin_cv_.SignalAll();
+  DoUnpins(unpins);
+  if (!s.ok())
+    Log(LOG_ERR, "cannot pin forest '%s' generation %llu: %s", f->name.c_str(),
+        static_cast<unsigned long long>(f->info.generation), s.ToString().c_str());
+  return s;
 }
 
 void ForestTable::Release(fuse_ino_t ino) {
-  MutexLock lock(&mu_);
-  auto it = inodes_.find(ino);
-  if (it == inodes_.end()) return;
-  auto f = it->second;
-  f->opens--;
-  MaybeReleaseLocked(f);
+  std::vector<Unpin> unpins;
+  {
+    MutexLock lock(&mu_);
+    auto it = inodes_.find(ino);
+    if (it == inodes_.end()) return;
+    auto f = it->second;
+    f->opens--;
+    ReleaseUnusedLocked(f, &unpins);
+  }
+  DoUnpins(unpins);
 }
 
 std::vector<std::pair<std::string, fuse_ino_t>> ForestTable::DirEntries() {
@@ -135,9 +158,20 @@ Status ForestTable::InodesOf(const std::string& name,
 }
 
 void ForestTable::UnpinAll() {
-  MutexLock lock(&mu_);
-  for (auto& [ino, f] : inodes_)
-    if (f->pinned) (void)store_->Unpin(f->name, f->info.generation);
+  std::vector<Unpin> unpins;
+  {
+    MutexLock lock(&mu_);
+    std::vector<std::shared_ptr<ForestInode>> all;
+    for (auto& [ino, f] : inodes_) all.push_back(f);
+    for (auto& f : all) {
+      while (f->pin_busy) pin_cv_.Wait();
+      if (!f->pinned) continue;
+      f->pinned = false;
+      f->pin_busy = true;
+      unpins.push_back({f, false});
+    }
+  }
+  DoUnpins(unpins);
 }
 
 std::shared_ptr<ForestInode> ForestTable::InodeForLocked(const ForestInfo& info) {
@@ -163,23 +197,33 @@ bool ForestTable::IsCurrentLocked(const ForestInode& f) const {
   return it != catalog_.end() && it->second.generation == f.info.generation;
 }
 
-// Unpins a generation nobody has open; forgets the inode once the kernel has
-// forgotten it too.
-void ForestTable::MaybeReleaseLocked(const std::shared_ptr<ForestInode>& f) {
+void ForestTable::ReleaseUnusedLocked(const std::shared_ptr<ForestInode>& f,
+                                      std::vector<Unpin>* unpins) {
   if (f->opens > 0) return;
-  if (f->pinned && !IsCurrentLocked(*f)) {
-    (void)store_->Unpin(f->name, f->info.generation);
+  const bool current = IsCurrentLocked(*f);
+  // A pin under way (pin_busy) is an Unpin: an Open in progress counts in opens.
+  if (f->pinned && !f->pin_busy && (!current || f->nlookup == 0)) {
     f->pinned = false;
-    cache_->DropGeneration(f->forest_id, f->info.generation);
+    f->pin_busy = true;
+    unpins->push_back({f, !current});
   }
   if (f->nlookup == 0) {
-    if (f->pinned) {
-      (void)store_->Unpin(f->name, f->info.generation);
-      f->pinned = false;
-    }
     by_gen_.erase({f->name, f->info.generation});
     inodes_.erase(f->ino);
   }
+}
+
+void ForestTable::DoUnpins(const std::vector<Unpin>& unpins) {
+  if (unpins.empty()) return;
+  for (const Unpin& u : unpins) {
+    (void)store_->Unpin(u.inode->name, u.inode->info.generation);
+    if (u.drop_cached_blocks) cache_->DropGeneration(u.inode->forest_id, u.inode->info.generation);
+  }
+  {
+    MutexLock lock(&mu_);
+    for (const Unpin& u : unpins) u.inode->pin_busy = false;
+  }
+  pin_cv_.SignalAll();
 }
 
 }  // namespace fs_internal

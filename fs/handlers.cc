@@ -7,6 +7,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <exception>
+#include <memory>
+#include <new>
 #include <vector>
 
 #include "fs/errno.h"
@@ -118,17 +121,29 @@ void PacsetFs::ReadDir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off) {
   fuse_reply_buf(req, buf.data(), buf.size());
 }
 
+// Only the user who mounted (whose uid the daemon runs as) and root may use
+// the control file: with allow_other every local user reaches the mount.
+// default_permissions makes the kernel check the file's mode (0200, owned by
+// that user) too; this check does not depend on it.
+bool PacsetFs::MayControl(fuse_req_t req) const {
+  const fuse_ctx* ctx = fuse_req_ctx(req);
+  return ctx->uid == 0 || ctx->uid == getuid();
+}
+
 void PacsetFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   const int acc = fi->flags & O_ACCMODE;
   if (ino == kStatsIno) {
     if (acc != O_RDONLY) return (void)fuse_reply_err(req, EACCES);
-    auto* h = new StatsHandle{StatsJson()};
-    fi->fh = reinterpret_cast<uint64_t>(h);
-    fi->direct_io = 1;  // size unknown in advance
-    return (void)fuse_reply_open(req, fi);
+    auto h = std::make_unique<StatsHandle>(StatsHandle{StatsJson()});
+    fi->fh = reinterpret_cast<uint64_t>(h.get());
+    fi->direct_io = 1;                               // size unknown in advance
+    if (fuse_reply_open(req, fi) == 0) h.release();  // freed by Release
+    return;
   }
   if (ino == kControlIno) {
     if (acc != O_WRONLY) return (void)fuse_reply_err(req, EACCES);
+    if (opts_.read_only) return (void)fuse_reply_err(req, EROFS);
+    if (!MayControl(req)) return (void)fuse_reply_err(req, EACCES);
     fi->direct_io = 1;
     return (void)fuse_reply_open(req, fi);
   }
@@ -142,8 +157,17 @@ void PacsetFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   f->stats->opens.fetch_add(1, std::memory_order_relaxed);
   fi->keep_cache = 1;
   fi->fh = ino;
-  fuse_reply_open(req, fi);
-  if (first_open && opts_.prefetch_bins) pusher_->PrefetchBins(f);
+  if (fuse_reply_open(req, fi) != 0) {
+    // The open was interrupted: the kernel will never send its release.
+    try {
+      table_->Release(ino);
+    } catch (...) {
+      Log(LOG_ERR, "open of inode %llu: cannot undo a failed open",
+          static_cast<unsigned long long>(ino));
+    }
+    return;
+  }
+  if (first_open && opts_.prefetch_bins) notifier_->PrefetchBins(f);
 }
 
 void PacsetFs::Release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
@@ -191,20 +215,22 @@ void PacsetFs::Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse
   f->stats->read_bytes.fetch_add(end - static_cast<uint64_t>(off), std::memory_order_relaxed);
   fuse_reply_iov(req, iov.data(), static_cast<int>(iov.size()));
   if (opts_.push_blocks)
-    for (uint64_t b : fresh) pusher_->Push(f, b);
+    for (uint64_t b : fresh) notifier_->Push(f, b);
 }
 
 void PacsetFs::Write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size) {
-  if (ino != kControlIno) return (void)fuse_reply_err(req, EROFS);
+  if (ino != kControlIno || opts_.read_only) return (void)fuse_reply_err(req, EROFS);
+  if (!MayControl(req)) return (void)fuse_reply_err(req, EACCES);
   std::string text(buf, size);
   while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
   auto cmd = ParseControlCommand(text);
-  Status s = cmd.ok() ? Control(*cmd) : cmd.status();
-  if (!s.ok()) {
+  auto done = [req, size, text](Status s) {
+    if (s.ok()) return (void)fuse_reply_write(req, size);
     Log(LOG_WARNING, "control '%s': %s", text.c_str(), s.ToString().c_str());
-    return (void)fuse_reply_err(req, StatusToErrno(s));
-  }
-  fuse_reply_write(req, size);
+    fuse_reply_err(req, StatusToErrno(s));
+  };
+  if (!cmd.ok()) return done(cmd.status());
+  Control(*cmd, std::move(done));
 }
 
 void PacsetFs::StatFs(fuse_req_t req) {
@@ -220,42 +246,87 @@ void PacsetFs::StatFs(fuse_req_t req) {
   fuse_reply_statfs(req, &st);
 }
 
+namespace {
+
+// Runs a handler so that no exception reaches libfuse (which would abort the
+// daemon and leave a dead mount): whatever the handler throws becomes ENOMEM
+// (std::bad_alloc) or EIO, replied here. Handlers reply as their last step
+// (what follows a reply is noexcept), so a throw means nothing was replied.
+template <typename Handler>
+void Guarded(fuse_req_t req, const char* op, Handler&& handler) noexcept {
+  int err = 0;
+  try {
+    handler();
+    return;
+  } catch (const std::bad_alloc&) {
+    err = ENOMEM;
+  } catch (const std::exception& e) {
+    Log(LOG_ERR, "%s: internal error: %s", op, e.what());
+    err = EIO;
+  } catch (...) {
+    Log(LOG_ERR, "%s: internal error", op);
+    err = EIO;
+  }
+  fuse_reply_err(req, err);
+}
+
+// forget must not be replied to with an error: it gets no reply at all.
+template <typename Handler>
+void GuardedNoReply(fuse_req_t req, Handler&& handler) noexcept {
+  try {
+    handler();
+  } catch (...) {
+    Log(LOG_ERR, "forget: internal error (the inode may stay cached)");
+  }
+  fuse_reply_none(req);
+}
+
+}  // namespace
+
 const fuse_lowlevel_ops& PacsetFs::Ops() {
   static const fuse_lowlevel_ops ops = [] {
     fuse_lowlevel_ops o;
     std::memset(&o, 0, sizeof(o));
     o.init = [](void* userdata, fuse_conn_info* conn) {
-      static_cast<PacsetFs*>(userdata)->Init(conn);
+      try {
+        static_cast<PacsetFs*>(userdata)->Init(conn);
+      } catch (...) {
+        Log(LOG_ERR, "init: internal error");
+      }
     };
     o.lookup = [](fuse_req_t req, fuse_ino_t parent, const char* name) {
-      FsOf(req)->Lookup(req, parent, name);
+      Guarded(req, "lookup", [&] { FsOf(req)->Lookup(req, parent, name); });
     };
     o.forget = [](fuse_req_t req, fuse_ino_t ino, uint64_t n) {
-      FsOf(req)->Forget(ino, n);
-      fuse_reply_none(req);
+      GuardedNoReply(req, [&] { FsOf(req)->Forget(ino, n); });
     };
     o.forget_multi = [](fuse_req_t req, size_t count, fuse_forget_data* forgets) {
-      for (size_t i = 0; i < count; ++i) FsOf(req)->Forget(forgets[i].ino, forgets[i].nlookup);
-      fuse_reply_none(req);
+      GuardedNoReply(req, [&] {
+        for (size_t i = 0; i < count; ++i) FsOf(req)->Forget(forgets[i].ino, forgets[i].nlookup);
+      });
     };
     o.getattr = [](fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
-      FsOf(req)->GetAttr(req, ino);
+      Guarded(req, "getattr", [&] { FsOf(req)->GetAttr(req, ino); });
     };
     o.readdir = [](fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*) {
-      FsOf(req)->ReadDir(req, ino, size, off);
+      Guarded(req, "readdir", [&] { FsOf(req)->ReadDir(req, ino, size, off); });
     };
     o.open = [](fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-      FsOf(req)->Open(req, ino, fi);
+      Guarded(req, "open", [&] { FsOf(req)->Open(req, ino, fi); });
     };
     o.release = [](fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-      FsOf(req)->Release(req, ino, fi);
+      Guarded(req, "release", [&] { FsOf(req)->Release(req, ino, fi); });
     };
     o.read = [](fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
-      FsOf(req)->Read(req, ino, size, off, fi);
+      Guarded(req, "read", [&] { FsOf(req)->Read(req, ino, size, off, fi); });
     };
     o.write = [](fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_t,
-                 fuse_file_info*) { FsOf(req)->Write(req, ino, buf, size); };
-    o.statfs = [](fuse_req_t req, fuse_ino_t) { FsOf(req)->StatFs(req); };
+                 fuse_file_info*) {
+      Guarded(req, "write", [&] { FsOf(req)->Write(req, ino, buf, size); });
+    };
+    o.statfs = [](fuse_req_t req, fuse_ino_t) {
+      Guarded(req, "statfs", [&] { FsOf(req)->StatFs(req); });
+    };
     return o;
   }();
   return ops;

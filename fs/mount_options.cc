@@ -7,10 +7,11 @@
 namespace pacset {
 
 Status ParseMountOptionString(const std::string& list, MountOptions* o) {
-  static const char* kIgnored[] = {"dev",   "nodev",  "suid",     "nosuid", "exec",    "noexec",
-                                   "ro",    "rw",     "defaults", "auto",   "noauto",  "user",
-                                   "users", "nofail", "_netdev",  "atime",  "noatime", "relatime",
-                                   "async", "sync",   "nouser",   "owner",  "group"};
+  // Mount-table options that mean nothing to this filesystem.
+  static const char* kIgnored[] = {"dev",      "nodev", "suid",    "nosuid",   "exec",  "noexec",
+                                   "defaults", "auto",  "noauto",  "user",     "users", "nofail",
+                                   "_netdev",  "atime", "noatime", "relatime", "async", "sync",
+                                   "nouser",   "owner", "group"};
   size_t pos = 0;
   while (pos <= list.size()) {
     size_t c = list.find(',', pos);
@@ -42,6 +43,13 @@ Status ParseMountOptionString(const std::string& list, MountOptions* o) {
     if (std::find(std::begin(kIgnored), std::end(kIgnored), key) != std::end(kIgnored) ||
         key.rfind("x-", 0) == 0 || key == "comment") {
       continue;
+    } else if (key == "ro") {
+      o->read_only = true;
+    } else if (key == "rw") {
+      o->read_only = false;
+    } else if (key == "password_file") {
+      if (val.empty()) return Status::InvalidArgument("option password_file needs a path");
+      o->password_file = val;
     } else if (key == "allow_other") {
       o->allow_other = true;
     } else if (key == "auto_unmount") {

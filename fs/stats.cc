@@ -80,7 +80,8 @@ std::string MountStats::ToJson(const std::string& extra_members_json) const {
     };
   }
   j["forests"] = forests;
-  return j.dump(2) + "\n";
+  // Forest names are ASCII, but the extra members may carry any bytes.
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace pacset

@@ -48,6 +48,7 @@ class MountStats {
  public:
   std::shared_ptr<ForestStats> For(const std::string& forest);
   // One JSON object: {"forests": {name: {...}}, plus the extra members given}.
+  // Strings that are not UTF-8 come out with U+FFFD in place of bad bytes.
   std::string ToJson(const std::string& extra_members_json) const;
 
  private:

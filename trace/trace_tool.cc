@@ -113,7 +113,7 @@ Status RunRecord(const RecordOptions& o, int* command_status) {
     return Status::InvalidArgument("request unit '" + o.unit + "' is not row or batch");
   std::string mount = o.mount;
   if (mount.empty()) {
-    PACSET_ASSIGN_OR_RETURN(mount, FindPacsetfsMount());
+    PACSET_ASSIGN_OR_RETURN(mount, FindPacsetfsMount(o.command));
   }
   PACSET_ASSIGN_OR_RETURN(nlohmann::json stats, ReadStats(mount));
   if (stats.contains("trace"))
@@ -121,6 +121,10 @@ Status RunRecord(const RecordOptions& o, int* command_status) {
         mount + " is already tracing to " + stats["trace"].value("path", std::string("?")) +
         "; stop it first (echo 'trace stop' > " + mount + "/.pacsetfs/control)");
   const std::string trace = AbsolutePath(o.output);
+  // The daemon creates the trace and never overwrites a file; an earlier
+  // output of ours is replaced, by us, with our own rights.
+  if (unlink(trace.c_str()) != 0 && errno != ENOENT)
+    return Status::FromErrno("cannot replace " + trace, errno);
   const char* tmpdir = std::getenv("TMPDIR");
   std::string marks = std::string(tmpdir && *tmpdir ? tmpdir : "/tmp") + "/pacset-marks-XXXXXX";
   const int mfd = mkstemp(marks.data());

@@ -3,7 +3,7 @@
 //   fs/handlers.cc       the FUSE request handlers (fuse_lowlevel_ops)
 //   fs/forest_table.cc   catalog and generations (inodes, pins)
 //   fs/block_reader.cc   blocks from the cache or the store (retries, deadline)
-//   fs/pusher.cc         the push/prefetch thread
+//   fs/notifier.cc       the thread that notifies the kernel (push, prefetch, drop)
 //   fs/daemon_control.cc what the daemon does for each control command
 //   fs/control.cc        the control-file protocol (parser and client)
 //   fs/mount_options.cc  -o parsing;  fs/mount.cc  mount lifecycle
@@ -12,6 +12,7 @@
 
 #include <time.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -21,7 +22,7 @@
 #include "fs/internal/block_reader.h"
 #include "fs/internal/forest_table.h"
 #include "fs/internal/inodes.h"
-#include "fs/internal/pusher.h"
+#include "fs/internal/notifier.h"
 #include "fs/internal/tracing.h"
 #include "fs/pacsetfs.h"
 #include "fs/stats.h"
@@ -41,7 +42,7 @@ class PacsetFs {
   // Takes the store and the trace opened at mount time (may be null) and
   // loads the catalog.
   Status Start(std::unique_ptr<BlockStore> store, std::unique_ptr<TraceWriter> trace);
-  // The catalog refresher and the push thread; `se` for notifications.
+  // The catalog refresher and the notifier thread; `se` for notifications.
   void StartThreads(fuse_session* se);
   // Stops both threads and unpins everything.
   void StopThreads();
@@ -63,12 +64,15 @@ class PacsetFs {
   void StatFs(fuse_req_t req);
 
   // ---- the control file (fs/daemon_control.cc) ----
-  Status Control(const ControlCommand& cmd);
+  // Carries out `cmd` and then calls `done` with the result, exactly once:
+  // at once, or for a drop on the notifier thread once the pages are gone.
+  void Control(const ControlCommand& cmd, std::function<void(Status)> done);
 
   // The text of MOUNTPOINT/.pacsetfs/stats.
   std::string StatsJson();
 
  private:
+  bool MayControl(fuse_req_t req) const;
   void FillAttr(fuse_ino_t ino, const ForestInode* f, struct stat* st) const;
   void RefreshLoop() EXCLUDES(refresh_mu_);
 
@@ -80,7 +84,7 @@ class PacsetFs {
   Tracing tracing_;
   std::unique_ptr<ForestTable> table_;
   std::unique_ptr<BlockReader> reader_;
-  std::unique_ptr<Pusher> pusher_;
+  std::unique_ptr<Notifier> notifier_;
   fuse_session* se_ = nullptr;
 
   Mutex refresh_mu_;

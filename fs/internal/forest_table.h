@@ -7,7 +7,10 @@
 // kernel still knows it (it will probably be opened again). An inode that is
 // neither open nor known to the kernel is forgotten.
 //
-// Thread-safety: every method may be called from any thread.
+// Thread-safety: every method may be called from any thread. The lock is
+// never held across a store call: Pin and Unpin run outside it, with the
+// inode marked pin_busy so that an open waits for a pin change of its own
+// generation under way (only opens of that generation wait).
 #pragma once
 
 #include <chrono>
@@ -49,9 +52,10 @@ class ForestTable {
   void Forget(fuse_ino_t ino, uint64_t n) EXCLUDES(mu_);
 
   // Counts an open of `f` and pins its generation in the store if it is not
-  // pinned yet. On failure nothing is counted.
+  // pinned yet. On failure nothing is counted. Every successful Open needs
+  // one Release.
   Status Open(const std::shared_ptr<ForestInode>& f, bool* first_open) EXCLUDES(mu_);
-  // The last handle of an open is closed.
+  // The last handle of an open is closed (or its reply to the kernel failed).
   void Release(fuse_ino_t ino) EXCLUDES(mu_);
 
   // The catalog as directory entries: (file name, inode number). Forests not
@@ -70,15 +74,27 @@ class ForestTable {
   void UnpinAll() EXCLUDES(mu_);
 
  private:
+  // A pin to give back, decided under the lock and done after it.
+  struct Unpin {
+    std::shared_ptr<ForestInode> inode;
+    bool drop_cached_blocks;  // an old generation: nobody will read it again
+  };
+
   std::shared_ptr<ForestInode> InodeForLocked(const ForestInfo& info) REQUIRES(mu_);
   bool IsCurrentLocked(const ForestInode& f) const REQUIRES(mu_);
-  void MaybeReleaseLocked(const std::shared_ptr<ForestInode>& f) REQUIRES(mu_);
+  // Gives up what nobody uses: the pin of a generation that is not open and
+  // no longer current (or no longer known to the kernel), and the inode once
+  // the kernel has forgotten it.
+  void ReleaseUnusedLocked(const std::shared_ptr<ForestInode>& f, std::vector<Unpin>* unpins)
+      REQUIRES(mu_);
+  void DoUnpins(const std::vector<Unpin>& unpins) EXCLUDES(mu_);
 
   BlockStore* const store_;
   BlockCache* const cache_;
   MountStats* const stats_;
 
   Mutex mu_;
+  CondVar pin_cv_{&mu_};  // signalled when an inode's pin_busy clears
   std::map<std::string, ForestInfo> catalog_ GUARDED_BY(mu_);
   std::chrono::steady_clock::time_point last_refresh_ GUARDED_BY(mu_){};
   std::unordered_map<fuse_ino_t, std::shared_ptr<ForestInode>> inodes_ GUARDED_BY(mu_);

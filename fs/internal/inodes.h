@@ -37,7 +37,8 @@ struct ForestInode {
   // Guarded by ForestTable's lock (not annotated: the lock lives there).
   uint64_t nlookup = 0;
   int64_t opens = 0;
-  bool pinned = false;
+  bool pinned = false;    // the store holds this mount's pin of the generation
+  bool pin_busy = false;  // a Pin or Unpin of it is under way (without the lock)
 };
 
 // "NAME.pac" for forest NAME.

@@ -164,6 +164,24 @@ def test_pack_with_weights_from_a_recorded_trace(tmp):
     assert r.returncode == 1 and "--traced-pac" in r.stderr, r.stderr
 
 
+def test_record_finds_the_mount_its_command_reads_among_several(tmp):
+    """Other pacsetfs mounts on the machine (another user's, another test's)
+    must not confuse record: the command's paths name the mount."""
+    decoy_store = "rocksdb:" + os.path.join(tmp, "decoy-store")
+    pacset("import", DATA["pac"], "--name", "rf", "--store", decoy_store)
+    with Mount(ARGS.pacsetfs, decoy_store, os.path.join(tmp, "decoy")) as decoy, \
+            mounted(tmp) as m:
+        trace = os.path.join(tmp, "own.trace")
+        with open(trace, "w") as f:
+            f.write("an earlier output, replaced\n")
+        ptrace("record", "--cold", "-o", trace, "--", *predict_cmd(m, "-o", os.devnull))
+        rep = json.loads(ptrace("report", trace, "--json").stdout)
+        assert rep["trace"]["accesses"] > 0 and rep["forests"][0]["name"] == "rf", rep["trace"]
+        assert "trace" not in decoy.stats() and decoy.stats()["forests"] == {}, decoy.stats()
+        r = ptrace("record", "-o", os.path.join(tmp, "t3"), "--", "true", check=False)
+        assert r.returncode == 1 and "several pacsetfs mounts" in r.stderr, r.stderr
+
+
 def test_a_daemon_killed_mid_trace_leaves_a_readable_trace(tmp):
     trace = os.path.join(tmp, "killed.trace")
     m = mounted(tmp, trace=trace).__enter__()
