@@ -53,7 +53,7 @@ void PacsetFs::StopThreads() {
 void PacsetFs::RefreshLoop() {
   MutexLock lock(&refresh_mu_);
   while (!stop_) {
-    refresh_cv_.WaitFor(std::chrono::milliseconds(opts_.catalog_refresh_ms));
+    refresh_cv_.WaitFor(&refresh_mu_, std::chrono::milliseconds(opts_.catalog_refresh_ms));
     if (stop_) break;
     refresh_mu_.Unlock();
     auto changed = table_->Refresh();

@@ -83,7 +83,7 @@ Status ForestTable::Open(const std::shared_ptr<ForestInode>& f, bool* first_open
   {
     MutexLock lock(&mu_);
     *first_open = f->opens++ == 0;
-    while (f->pin_busy) pin_cv_.Wait();
+    while (f->pin_busy) pin_cv_.Wait(&mu_);
     if (f->pinned) return Status::Ok();
     f->pin_busy = true;
   }
@@ -164,7 +164,7 @@ void ForestTable::UnpinAll() {
     std::vector<std::shared_ptr<ForestInode>> all;
     for (auto& [ino, f] : inodes_) all.push_back(f);
     for (auto& f : all) {
-      while (f->pin_busy) pin_cv_.Wait();
+      while (f->pin_busy) pin_cv_.Wait(&mu_);
       if (!f->pinned) continue;
       f->pinned = false;
       f->pin_busy = true;

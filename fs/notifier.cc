@@ -128,7 +128,7 @@ void Notifier::Run(Work& w) noexcept {
 void Notifier::Loop() {
   mu_.Lock();
   while (true) {
-    while (!stop_ && queue_.empty()) cv_.Wait();
+    while (!stop_ && queue_.empty()) cv_.Wait(&mu_);
     if (stop_) break;
     Work w = std::move(queue_.front());
     queue_.pop_front();

@@ -40,18 +40,24 @@ class SCOPED_CAPABILITY MutexLock {
   Mutex* const mu_;
 };
 
-// Waits release `mu` while waiting and hold it again when they return.
+// A condition variable for Mutex. The mutex is an argument of each wait (as
+// with leveldb's port::CondVar it is always the same one) so that the
+// analysis can check it is held. Waits release it while waiting and hold it
+// again when they return.
 class CondVar {
  public:
-  explicit CondVar(Mutex* mu) : mu_(mu) {}
-  void Wait() REQUIRES(mu_) {
-    std::unique_lock<std::mutex> lock(mu_->mu_, std::adopt_lock);
+  CondVar() = default;
+  CondVar(const CondVar&) = delete;
+  CondVar& operator=(const CondVar&) = delete;
+
+  void Wait(Mutex* mu) REQUIRES(mu) {
+    std::unique_lock<std::mutex> lock(mu->mu_, std::adopt_lock);
     cv_.wait(lock);
     lock.release();
   }
   // Returns false on timeout.
-  bool WaitFor(std::chrono::milliseconds d) REQUIRES(mu_) {
-    std::unique_lock<std::mutex> lock(mu_->mu_, std::adopt_lock);
+  bool WaitFor(Mutex* mu, std::chrono::milliseconds d) REQUIRES(mu) {
+    std::unique_lock<std::mutex> lock(mu->mu_, std::adopt_lock);
     const bool woken = cv_.wait_for(lock, d) == std::cv_status::no_timeout;
     lock.release();
     return woken;
@@ -60,7 +66,6 @@ class CondVar {
   void SignalAll() { cv_.notify_all(); }
 
  private:
-  Mutex* const mu_;
   std::condition_variable cv_;
 };
 

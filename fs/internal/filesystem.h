@@ -88,7 +88,7 @@ class PacsetFs {
   fuse_session* se_ = nullptr;
 
   Mutex refresh_mu_;
-  CondVar refresh_cv_{&refresh_mu_};
+  CondVar refresh_cv_;
   bool stop_ GUARDED_BY(refresh_mu_) = false;
   std::thread refresher_;
 };

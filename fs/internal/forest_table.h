@@ -94,7 +94,7 @@ class ForestTable {
   MountStats* const stats_;
 
   Mutex mu_;
-  CondVar pin_cv_{&mu_};  // signalled when an inode's pin_busy clears
+  CondVar pin_cv_;  // signalled when an inode's pin_busy clears
   std::map<std::string, ForestInfo> catalog_ GUARDED_BY(mu_);
   std::chrono::steady_clock::time_point last_refresh_ GUARDED_BY(mu_){};
   std::unordered_map<fuse_ino_t, std::shared_ptr<ForestInode>> inodes_ GUARDED_BY(mu_);

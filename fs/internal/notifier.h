@@ -72,7 +72,7 @@ class Notifier {
   const Tracing* const tracing_;
 
   Mutex mu_;
-  CondVar cv_{&mu_};
+  CondVar cv_;
   bool stop_ GUARDED_BY(mu_) = false;
   size_t best_effort_queued_ GUARDED_BY(mu_) = 0;
   std::deque<Work> queue_ GUARDED_BY(mu_);
