@@ -334,7 +334,8 @@ TEST(MountOptions, ParsesEveryOptionAndSize) {
 TEST(MountOptions, IgnoresMountTableOptionsAndRejectsUnknownOnes) {
   MountOptions o;
   EXPECT_TRUE(
-      ParseMountOptionString("defaults,dev,suid,nofail,_netdev,noatime,x-systemd.after=x", &o).ok());
+      ParseMountOptionString("defaults,dev,suid,nofail,_netdev,noatime,x-systemd.after=x", &o)
+          .ok());
   EXPECT_FALSE(o.read_only);
   auto s = ParseMountOptionString("bogus=1", &o);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);

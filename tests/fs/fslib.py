@@ -175,10 +175,11 @@ class Mount:
         except OSError:
             return False
 
-    def read_log(self):
+    def read_log(self, whole=False):
         try:
-            with open(self.log) as f:
-                return f.read()[-2000:]
+            with open(self.log, errors="replace") as f:
+                text = f.read()
+                return text if whole else text[-2000:]
         except OSError:
             return ""
 
@@ -197,6 +198,11 @@ class Mount:
         if is_mounted(self.mp):
             subprocess.run(["umount", "-l", self.mp], capture_output=True)
         self.logf.close()
+        # A sanitizer build's daemon reports races and memory errors on its
+        # stderr: any report fails the test that ran it.
+        log = self.read_log(whole=True)
+        if exc[0] is None and "Sanitizer" in log:
+            raise AssertionError("the daemon's sanitizer reported:\n" + log[-6000:])
         return False
 
     def stats(self):
