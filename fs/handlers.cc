@@ -24,9 +24,11 @@ namespace {
 constexpr double kEntryTimeout = 1.0;  // generations change; the refresher also notifies
 constexpr double kAttrTimeout = 3600;  // a forest inode is one immutable generation
 
-// The text of .pacsetfs/stats, generated at open.
+// The text of .pacsetfs/stats, generated at open. Shared: a read replies
+// from it while the kernel may already let the reader close the file, and
+// the release may free the handle before that reply's writev returns.
 struct StatsHandle {
-  std::string text;
+  std::shared_ptr<const std::string> text;
 };
 
 PacsetFs* FsOf(fuse_req_t req) { return static_cast<PacsetFs*>(fuse_req_userdata(req)); }
@@ -134,7 +136,8 @@ void PacsetFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   const int acc = fi->flags & O_ACCMODE;
   if (ino == kStatsIno) {
     if (acc != O_RDONLY) return (void)fuse_reply_err(req, EACCES);
-    auto h = std::make_unique<StatsHandle>(StatsHandle{StatsJson()});
+    auto h = std::make_unique<StatsHandle>(
+        StatsHandle{std::make_shared<const std::string>(StatsJson())});
     fi->fh = reinterpret_cast<uint64_t>(h.get());
     fi->direct_io = 1;                               // size unknown in advance
     if (fuse_reply_open(req, fi) == 0) h.release();  // freed by Release
@@ -178,10 +181,10 @@ void PacsetFs::Release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 
 void PacsetFs::Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
   if (ino == kStatsIno) {
-    auto* h = reinterpret_cast<StatsHandle*>(fi->fh);
-    if (static_cast<size_t>(off) >= h->text.size()) return (void)fuse_reply_buf(req, nullptr, 0);
-    return (void)fuse_reply_buf(req, h->text.data() + off,
-                                std::min(size, h->text.size() - static_cast<size_t>(off)));
+    const std::shared_ptr<const std::string> text = reinterpret_cast<StatsHandle*>(fi->fh)->text;
+    if (static_cast<size_t>(off) >= text->size()) return (void)fuse_reply_buf(req, nullptr, 0);
+    return (void)fuse_reply_buf(req, text->data() + off,
+                                std::min(size, text->size() - static_cast<size_t>(off)));
   }
   std::shared_ptr<ForestInode> f = table_->Find(ino);
   if (!f) return (void)fuse_reply_err(req, ESTALE);
