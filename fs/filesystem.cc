@@ -56,7 +56,12 @@ void PacsetFs::RefreshLoop() {
     refresh_cv_.WaitFor(&refresh_mu_, std::chrono::milliseconds(opts_.catalog_refresh_ms));
     if (stop_) break;
     refresh_mu_.Unlock();
-    auto changed = table_->Refresh();
+    StatusOr<std::vector<std::string>> changed = Status::Internal("catalog refresh threw");
+    try {
+      changed = table_->Refresh();
+    } catch (...) {
+      // Keep refreshing: the next round may succeed.
+    }
     if (!changed.ok()) {
       Log(LOG_WARNING, "catalog refresh failed: %s", changed.status().ToString().c_str());
     } else if (se_) {
