@@ -127,25 +127,23 @@ void FaultInjectionStore::DelayPins(int ms) {
   std::lock_guard<std::mutex> lock(mu_);
   pin_delay_ms_ = ms;
 }
-Status FaultInjectionStore::Pin(const std::string& name, uint64_t gen) {
-  pin_calls_.fetch_add(1);
+void FaultInjectionStore::SleepPinDelay() {
   int delay;
   {
     std::lock_guard<std::mutex> lock(mu_);
     delay = pin_delay_ms_;
   }
   if (delay > 0) std::this_thread::sleep_for(std::chrono::milliseconds(delay));
+}
+Status FaultInjectionStore::Pin(const std::string& name, uint64_t gen) {
+  pin_calls_.fetch_add(1);
+  SleepPinDelay();
   Status s = inner_->Pin(name, gen);
   if (s.ok()) pins_held_.fetch_add(1);
   return s;
 }
 Status FaultInjectionStore::Unpin(const std::string& name, uint64_t gen) {
-  int delay;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    delay = pin_delay_ms_;
-  }
-  if (delay > 0) std::this_thread::sleep_for(std::chrono::milliseconds(delay));
+  SleepPinDelay();
   Status s = inner_->Unpin(name, gen);
   if (s.ok()) pins_held_.fetch_sub(1);
   return s;

@@ -78,6 +78,8 @@ class FaultInjectionStore final : public BlockStore {
                     std::vector<std::string>* out) override;
 
  private:
+  void SleepPinDelay();
+
   std::unique_ptr<BlockStore> owned_;
   BlockStore* inner_;
 

@@ -9,9 +9,9 @@
 #include <gtest/gtest.h>
 #include <linux/fuse.h>
 
-#include <cstring>
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <stdexcept>

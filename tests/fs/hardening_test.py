@@ -8,7 +8,6 @@ every mount is unmounted whatever happens.
 
 Usage: hardening_test.py --pacset PATH --pacsetfs PATH [-k NAME]
 """
-import argparse
 import ctypes
 import errno
 import json
@@ -375,21 +374,8 @@ def test_a_command_that_only_starts_like_drop_is_refused(tmp):
 # ---------------------------------------------------------------- runner ---
 
 def main():
-    global ARGS
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--pacset", required=True)
-    ap.add_argument("--pacsetfs", required=True)
-    ap.add_argument("-k", default="", help="run tests whose name contains this")
-    ap.add_argument("--timeout", type=int, default=180, help="seconds per test")
-    ARGS = ap.parse_args()
-    if os.geteuid() != 0 or not os.path.exists("/dev/fuse"):
-        print("FAIL: these tests need root and /dev/fuse")
-        return 1
-    tests = [(n, f) for n, f in sorted(globals().items())
-             if n.startswith("test_") and ARGS.k in n]
-    return fslib.run_tests(tests, prepare, make_env, "hardening", ARGS.timeout,
-                           "pacsetfs-hardening-")
-
+    return fslib.main(sys.modules[__name__], prepare, make_env, "hardening",
+                      "pacsetfs-hardening-")
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -6,7 +6,6 @@ temp dir with a time limit; every mount is unmounted whatever happens.
 
 Usage: trace_test.py --pacset PATH --pacsetfs PATH --pacset-trace PATH [-k NAME]
 """
-import argparse
 import json
 import os
 import re
@@ -240,20 +239,8 @@ def test_errors_are_clear_and_exit_codes_follow_the_convention(tmp):
 # ---------------------------------------------------------------- runner ---
 
 def main():
-    global ARGS
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--pacset", required=True)
-    ap.add_argument("--pacsetfs", required=True)
-    ap.add_argument("--pacset-trace", required=True)
-    ap.add_argument("-k", default="")
-    ap.add_argument("--timeout", type=int, default=180)
-    ARGS = ap.parse_args()
-    if os.geteuid() != 0 or not os.path.exists("/dev/fuse"):
-        print("FAIL: these tests need root and /dev/fuse")
-        return 1
-    tests = [(n, f) for n, f in sorted(globals().items()) if n.startswith("test_") and ARGS.k in n]
-    return fslib.run_tests(tests, prepare, lambda tmp: tmp, "pacset-trace", ARGS.timeout,
-                           "pacset-trace-test-")
+    return fslib.main(sys.modules[__name__], prepare, lambda tmp: tmp, "pacset-trace",
+                      "pacset-trace-test-", tools=("pacset", "pacsetfs", "pacset-trace"))
 
 if __name__ == "__main__":
     sys.exit(main())
