@@ -156,6 +156,10 @@ void PacsetFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   if (!f) return (void)fuse_reply_err(req, ESTALE);
   bool first_open = false;
   Status s = table_->Open(f, &first_open);
+  // kNotFound: the generation was collected between the lookup and this pin
+  // (a re-import's garbage collection). ESTALE makes the kernel look the name
+  // up again (LOOKUP_REVAL) and open the current generation.
+  if (s.IsNotFound()) return (void)fuse_reply_err(req, ESTALE);
   if (!s.ok()) return (void)fuse_reply_err(req, StatusToErrno(s));
   f->stats->opens.fetch_add(1, std::memory_order_relaxed);
   fi->keep_cache = 1;
