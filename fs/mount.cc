@@ -204,6 +204,7 @@ Status Serve(const MountOptions& opts, const StoreOptions& so, Readiness* ready)
   fuse_args fargs = FUSE_ARGS_INIT(static_cast<int>(argv.size()), argv.data());
   fuse_session* se =
       fuse_session_new(&fargs, &PacsetFs::Ops(), sizeof(fuse_lowlevel_ops), fs.get());
+  fuse_opt_free_args(&fargs);  // what libfuse added to them; the session keeps copies
   if (!se) return Status::InvalidArgument("libfuse rejected the mount options");
   if (fuse_set_signal_handlers(se) != 0) {
     fuse_session_destroy(se);

@@ -69,9 +69,9 @@ struct Reply {
 class FakeKernel {
  public:
   explicit FakeKernel(PacsetFs* fs) {
-    const char* argv[] = {"pacsetfs-test"};
-    fuse_args args = FUSE_ARGS_INIT(1, const_cast<char**>(argv));
-    se_ = fuse_session_new(&args, &PacsetFs::Ops(), sizeof(fuse_lowlevel_ops), fs);
+    static const char* argv[] = {"pacsetfs-test"};
+    args_ = FUSE_ARGS_INIT(1, const_cast<char**>(argv));
+    se_ = fuse_session_new(&args_, &PacsetFs::Ops(), sizeof(fuse_lowlevel_ops), fs);
     fuse_custom_io io{};
     io.writev = &FakeKernel::Writev;
     io.read = [](int, void*, size_t, void*) -> ssize_t { return 0; };
@@ -85,6 +85,7 @@ class FakeKernel {
   }
   ~FakeKernel() {
     fuse_session_destroy(se_);
+    fuse_opt_free_args(&args_);
     current_ = nullptr;
   }
   fuse_session* session() { return se_; }
@@ -167,6 +168,7 @@ class FakeKernel {
   }
 
   static inline FakeKernel* current_ = nullptr;
+  fuse_args args_{};  // libfuse may add arguments: freed with the session
   fuse_session* se_ = nullptr;
   uint64_t unique_ = 0;
   std::mutex mu_;  // replies come from request and notifier threads
