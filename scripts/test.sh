@@ -28,13 +28,13 @@ if [ "${PACSET_SKIP_SANITIZERS:-0}" != 1 ]; then
 
   echo "== thread-safety analysis (clang -Wthread-safety): store, fs and trace libraries"
   CC=clang-14 CXX=clang++-14 cmake -S . -B build-tsa -G Ninja -DCMAKE_BUILD_TYPE=Debug \
-    -DPACSET_BUILD_TESTS=OFF -DPACSET_BUILD_BENCHMARKS=OFF \
+    -DPACSET_BUILD_TESTS=OFF -DPACSET_BUILD_BENCHMARKS=OFF -DPACSET_BUILD_PYTHON=OFF \
     -DCMAKE_CXX_FLAGS=-Wno-error=bitwise-instead-of-logical >/dev/null
   cmake --build build-tsa -j"$(nproc)" --target pacset_store pacset_fs pacset_fs_control pacset_trace
 
   echo "== ThreadSanitizer build: store, cache and fs unit tests, trace tests, filesystem tests"
   cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DPACSET_SANITIZE=thread -DPACSET_BUILD_BENCHMARKS=OFF >/dev/null
+    -DPACSET_SANITIZE=thread -DPACSET_BUILD_BENCHMARKS=OFF -DPACSET_BUILD_PYTHON=OFF >/dev/null
   cmake --build build-tsan -j"$(nproc)" --target pacset_store_tests pacset_trace_tests \
     pacset_fs_tests pacset pacsetfs pacset-trace
   export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/tsan.supp"
