@@ -9,7 +9,7 @@ StatusOr<BlockData> BlockCache::GetOrFetch(const BlockKey& key,
                                            Source* source) {
   std::shared_ptr<Flight> flight;
   {
-    std::unique_lock<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto it = entries_.find(key);
     if (it != entries_.end()) {
       lru_.splice(lru_.begin(), lru_, it->second.lru);
@@ -19,7 +19,7 @@ StatusOr<BlockData> BlockCache::GetOrFetch(const BlockKey& key,
     auto f = flights_.find(key);
     if (f != flights_.end()) {
       flight = f->second;
-      cv_.wait(lock, [&] { return flight->done; });
+      while (!flight->done) cv_.Wait(&mu_);
       if (source) *source = Source::kJoined;
       if (!flight->status.ok()) return flight->status;
       return flight->data;
@@ -30,7 +30,7 @@ StatusOr<BlockData> BlockCache::GetOrFetch(const BlockKey& key,
   auto data = std::make_shared<std::string>();
   Status s = fetch(data.get());
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     flight->done = true;
     flight->status = s;
     if (s.ok()) {
@@ -39,7 +39,7 @@ StatusOr<BlockData> BlockCache::GetOrFetch(const BlockKey& key,
     }
     flights_.erase(key);
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   if (source) *source = Source::kStore;
   if (!s.ok()) return s;
   return BlockData(data);
@@ -74,17 +74,17 @@ void BlockCache::DropIfLocked(Pred pred) {
 }
 
 void BlockCache::Drop(uint32_t forest) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   DropIfLocked([&](const BlockKey& k) { return forest == 0 || k.forest == forest; });
 }
 
 void BlockCache::DropGeneration(uint32_t forest, uint64_t generation) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   DropIfLocked([&](const BlockKey& k) { return k.forest == forest && k.generation == generation; });
 }
 
 size_t BlockCache::bytes() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return bytes_;
 }
 

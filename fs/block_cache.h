@@ -14,15 +14,14 @@
 // Thread-safety: all methods may be called concurrently.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <list>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 
+#include "util/mutex.h"
 #include "util/status.h"
 
 namespace pacset {
@@ -57,15 +56,15 @@ class BlockCache {
   // time per key, without the cache lock held) when it is not cached.
   StatusOr<BlockData> GetOrFetch(const BlockKey& key,
                                  const std::function<Status(std::string*)>& fetch,
-                                 Source* source = nullptr);
+                                 Source* source = nullptr) EXCLUDES(mu_);
 
   // Drops every cached block of `forest` (all generations), or everything
   // when forest == 0. Fetches under way are not affected.
-  void Drop(uint32_t forest);
+  void Drop(uint32_t forest) EXCLUDES(mu_);
   // Drops blocks of one generation (when it is released).
-  void DropGeneration(uint32_t forest, uint64_t generation);
+  void DropGeneration(uint32_t forest, uint64_t generation) EXCLUDES(mu_);
 
-  size_t bytes() const;
+  size_t bytes() const EXCLUDES(mu_);
   size_t capacity() const { return capacity_; }
 
  private:
@@ -73,22 +72,22 @@ class BlockCache {
     BlockData data;
     std::list<BlockKey>::iterator lru;
   };
-  struct Flight {
+  struct Flight {  // guarded by mu_
     bool done = false;
     Status status;
     BlockData data;
   };
-  void InsertLocked(const BlockKey& key, BlockData data);
+  void InsertLocked(const BlockKey& key, BlockData data) REQUIRES(mu_);
   template <typename Pred>
-  void DropIfLocked(Pred pred);
+  void DropIfLocked(Pred pred) REQUIRES(mu_);
 
   const size_t capacity_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  size_t bytes_ = 0;
-  std::list<BlockKey> lru_;  // front = most recent
-  std::unordered_map<BlockKey, Entry, BlockKeyHash> entries_;
-  std::unordered_map<BlockKey, std::shared_ptr<Flight>, BlockKeyHash> flights_;
+  mutable Mutex mu_;
+  CondVar cv_;  // a flight is done
+  size_t bytes_ GUARDED_BY(mu_) = 0;
+  std::list<BlockKey> lru_ GUARDED_BY(mu_);  // front = most recent
+  std::unordered_map<BlockKey, Entry, BlockKeyHash> entries_ GUARDED_BY(mu_);
+  std::unordered_map<BlockKey, std::shared_ptr<Flight>, BlockKeyHash> flights_ GUARDED_BY(mu_);
 };
 
 }  // namespace pacset

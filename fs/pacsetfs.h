@@ -4,6 +4,8 @@
 //                                 byte-identical to `pacset export NAME`
 //   MOUNTPOINT/.pacsetfs/stats    live counters (JSON)
 //   MOUNTPOINT/.pacsetfs/control  write "drop NAME" / "drop *" to make forests cold
+//                                 (protocol: fs/control.h; only the mounting
+//                                 user and root may use it)
 //
 // Reads map to the blocks that cover them; each block is fetched from the
 // store once per cold access (an in-daemon cache with a memory bound and
@@ -32,6 +34,8 @@ struct MountOptions {
   bool foreground = false;
   bool debug = false;  // libfuse request log (implies foreground)
   bool allow_other = false;
+  bool read_only = false;           // -o ro: a read-only mount, no control file
+  std::string password_file;        // redis password, read at mount time
   bool auto_unmount = true;         // unmount when the daemon dies
   size_t cache_bytes = 256u << 20;  // daemon block cache bound
   std::string trace_path;           // block-access log; empty: none
@@ -45,8 +49,8 @@ struct MountOptions {
 };
 
 // Parses a comma-separated -o list into `opts`. Mount-table options that
-// make no sense here (dev, suid, nofail, _netdev, ro, rw, defaults, ...)
-// are accepted and ignored; unknown options are an error.
+// make no sense here (dev, suid, nofail, _netdev, defaults, ...) are accepted
+// and ignored; unknown options are an error.
 Status ParseMountOptionString(const std::string& list, MountOptions* opts);
 
 // Mounts and serves until unmounted (or a signal). Without `foreground` the

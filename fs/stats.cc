@@ -41,7 +41,7 @@ uint64_t LatencyHistogram::QuantileUpperUs(double q) const {
 }
 
 std::shared_ptr<ForestStats> MountStats::For(const std::string& forest) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto& s = forests_[forest];
   if (!s) s = std::make_shared<ForestStats>();
   return s;
@@ -51,7 +51,7 @@ std::string MountStats::ToJson(const std::string& extra_members_json) const {
   nlohmann::json j = nlohmann::json::parse(extra_members_json, nullptr, false);
   if (!j.is_object()) j = nlohmann::json::object();
   nlohmann::json forests = nlohmann::json::object();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   for (const auto& [name, s] : forests_) {
     auto r = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
     nlohmann::json hist = nlohmann::json::object();
@@ -80,7 +80,8 @@ std::string MountStats::ToJson(const std::string& extra_members_json) const {
     };
   }
   j["forests"] = forests;
-  return j.dump(2) + "\n";
+  // Forest names are ASCII, but the extra members may carry any bytes.
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace pacset

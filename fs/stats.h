@@ -7,8 +7,9 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
+
+#include "util/mutex.h"
 
 namespace pacset {
 
@@ -46,13 +47,14 @@ struct ForestStats {
 
 class MountStats {
  public:
-  std::shared_ptr<ForestStats> For(const std::string& forest);
+  std::shared_ptr<ForestStats> For(const std::string& forest) EXCLUDES(mu_);
   // One JSON object: {"forests": {name: {...}}, plus the extra members given}.
-  std::string ToJson(const std::string& extra_members_json) const;
+  // Strings that are not UTF-8 come out with U+FFFD in place of bad bytes.
+  std::string ToJson(const std::string& extra_members_json) const EXCLUDES(mu_);
 
  private:
-  mutable std::mutex mu_;
-  std::map<std::string, std::shared_ptr<ForestStats>> forests_;
+  mutable Mutex mu_;
+  std::map<std::string, std::shared_ptr<ForestStats>> forests_ GUARDED_BY(mu_);
 };
 
 }  // namespace pacset

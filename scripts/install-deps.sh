@@ -7,6 +7,8 @@ PKGS=(
   fuse3 libfuse3-dev librocksdb-dev libcereal-dev libxxhash-dev libhiredis-dev
   libcli11-dev nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev
   redis-server
+  # clang -Wthread-safety build of the store, fs and trace libraries (scripts/test.sh)
+  clang-14
   python3 python3-numpy python3-xgboost python3-sklearn python3-joblib
   # the Python package (python/) and its tests
   python3-dev pybind11-dev python3-pandas python3-dask python3-distributed python3-pytest

@@ -107,12 +107,29 @@ std::string DefaultStoreUri() {
   return "rocksdb:" + home + "/.local/share/pacsetfs/store";
 }
 
+std::pair<size_t, size_t> StoreUriPasswordSpan(const std::string& uri) {
+  const size_t slashes = uri.find("://");
+  if (slashes == std::string::npos) return {0, 0};
+  const size_t start = slashes + 3;
+  const size_t at = uri.rfind('@');
+  if (at == std::string::npos || at < start) return {0, 0};
+  const size_t colon = uri.find(':', start);
+  return {colon != std::string::npos && colon < at ? colon + 1 : start, at};
+}
+
+std::string RedactStoreUri(const std::string& uri) {
+  const auto [begin, end] = StoreUriPasswordSpan(uri);
+  if (begin == end) return uri;
+  return uri.substr(0, begin) + "***" + uri.substr(end);
+}
+
 namespace {
 
 const char kUriHelp[] = "expected rocksdb:PATH, dir:PATH or redis://[:PASSWORD@]HOST:PORT[/DB]";
 
 Status BadUri(const std::string& uri, const std::string& why) {
-  return Status::InvalidArgument("bad store URI '" + uri + "': " + why + " (" + kUriHelp + ")");
+  return Status::InvalidArgument("bad store URI '" + RedactStoreUri(uri) + "': " + why + " (" +
+                                 kUriHelp + ")");
 }
 
 // PATH of rocksdb:PATH / dir:PATH, made absolute ("~/" is the home directory,
@@ -224,6 +241,8 @@ StatusOr<store_internal::RedisAddress> ParseRedisUri(const std::string& uri,
     a.db = static_cast<int>(n);
   }
   if (a.password.empty()) a.password = options.password;
+  if (a.password.empty())
+    if (const char* env = std::getenv(kRedisPasswordEnv); env != nullptr) a.password = env;
   return a;
 }
 

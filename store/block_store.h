@@ -64,6 +64,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "util/status.h"
@@ -89,9 +90,9 @@ struct ForestInfo {
 Status ValidateForestName(const std::string& name);
 
 struct StoreOptions {
-  int connect_timeout_ms = 2000;                 // redis
-  int io_timeout_ms = 5000;                      // redis: per command
-  std::string password;                          // redis AUTH (also accepted in the URI)
+  int connect_timeout_ms = 2000;  // redis
+  int io_timeout_ms = 5000;       // redis: per command
+  std::string password;           // redis AUTH when the URI has none (else $REDISCLI_AUTH)
   size_t rocksdb_block_cache_bytes = 64u << 20;  // measured, see store/rocksdb_store.cc; 0: none
   bool read_only = false;  // open for reading only (rocksdb: secondary instance)
   // redis: lifetime of a pin's or a pending import's lease; refreshed every
@@ -196,5 +197,18 @@ StatusOr<std::unique_ptr<BlockStore>> OpenBlockStore(const std::string& uri,
 // The default store URI: $PACSET_STORE, else rocksdb:/var/lib/pacsetfs/store
 // for root, else rocksdb:$HOME/.local/share/pacsetfs/store.
 std::string DefaultStoreUri();
+
+// `uri` with its password, if any, replaced by "***" (redis://:***@HOST:PORT),
+// for every message, log line, mount table entry and stats file that shows a
+// store. Everything between "//" and the last '@' but a user name counts as
+// the password, so a malformed URI is redacted too.
+std::string RedactStoreUri(const std::string& uri);
+// Where RedactStoreUri finds the password: [first, second); empty if none.
+std::pair<size_t, size_t> StoreUriPasswordSpan(const std::string& uri);
+
+// Where a redis password comes from when the URI has none:
+// StoreOptions::password, else this environment variable (the one redis-cli
+// reads), so that it need not be on any command line.
+constexpr const char* kRedisPasswordEnv = "REDISCLI_AUTH";
 
 }  // namespace pacset

@@ -65,6 +65,7 @@ void FaultInjectionStore::ClearFaults() {
   fail_blocks_.clear();
   corrupt_blocks_.clear();
   delay_ms_ = 0;
+  pin_delay_ms_ = 0;
   put_limit_on_ = false;
 }
 
@@ -122,11 +123,30 @@ StatusOr<ForestInfo> FaultInjectionStore::Lookup(const std::string& name) {
 }
 StatusOr<std::vector<ForestInfo>> FaultInjectionStore::List() { return inner_->List(); }
 Status FaultInjectionStore::Delete(const std::string& name) { return inner_->Delete(name); }
+void FaultInjectionStore::DelayPins(int ms) {
+  std::lock_guard<std::mutex> lock(mu_);
+  pin_delay_ms_ = ms;
+}
+void FaultInjectionStore::SleepPinDelay() {
+  int delay;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    delay = pin_delay_ms_;
+  }
+  if (delay > 0) std::this_thread::sleep_for(std::chrono::milliseconds(delay));
+}
 Status FaultInjectionStore::Pin(const std::string& name, uint64_t gen) {
-  return inner_->Pin(name, gen);
+  pin_calls_.fetch_add(1);
+  SleepPinDelay();
+  Status s = inner_->Pin(name, gen);
+  if (s.ok()) pins_held_.fetch_add(1);
+  return s;
 }
 Status FaultInjectionStore::Unpin(const std::string& name, uint64_t gen) {
-  return inner_->Unpin(name, gen);
+  SleepPinDelay();
+  Status s = inner_->Unpin(name, gen);
+  if (s.ok()) pins_held_.fetch_sub(1);
+  return s;
 }
 StatusOr<uint64_t> FaultInjectionStore::CollectGarbage() { return inner_->CollectGarbage(); }
 StatusOr<StoreStats> FaultInjectionStore::Stat() { return inner_->Stat(); }

@@ -44,6 +44,9 @@ class FaultInjectionStore final : public BlockStore {
   // After `n` more successful Put calls (across all writers of this store),
   // Put fails with kResourceExhausted, like a full disk.
   void FailPutsAfter(uint64_t n);
+  // Pin and Unpin sleep `ms` milliseconds before going to the inner store
+  // (a slow or hung store's round trip).
+  void DelayPins(int ms);
   // Back to forwarding everything unchanged (counters are kept).
   void ClearFaults();
 
@@ -51,6 +54,9 @@ class FaultInjectionStore final : public BlockStore {
   uint64_t read_calls() const { return read_calls_.load(); }
   uint64_t blocks_read() const { return blocks_read_.load(); }
   uint64_t puts() const { return puts_.load(); }
+  // Pin calls that started, and pins held now (successful Pins minus Unpins).
+  uint64_t pin_calls() const { return pin_calls_.load(); }
+  int64_t pins_held() const { return pins_held_.load(); }
 
   StatusOr<std::unique_ptr<GenerationWriter>> BeginGeneration(const std::string& name,
                                                               uint32_t block_size,
@@ -72,6 +78,8 @@ class FaultInjectionStore final : public BlockStore {
                     std::vector<std::string>* out) override;
 
  private:
+  void SleepPinDelay();
+
   std::unique_ptr<BlockStore> owned_;
   BlockStore* inner_;
 
@@ -80,12 +88,15 @@ class FaultInjectionStore final : public BlockStore {
   std::map<std::pair<std::string, uint64_t>, StatusCode> fail_blocks_;  // ("" = any forest, block)
   std::set<std::pair<std::string, uint64_t>> corrupt_blocks_;
   int delay_ms_ = 0;
+  int pin_delay_ms_ = 0;
   bool put_limit_on_ = false;
   uint64_t puts_left_ = 0;
 
   std::atomic<uint64_t> read_calls_{0};
   std::atomic<uint64_t> blocks_read_{0};
   std::atomic<uint64_t> puts_{0};
+  std::atomic<uint64_t> pin_calls_{0};
+  std::atomic<int64_t> pins_held_{0};
 };
 
 }  // namespace pacset

@@ -331,8 +331,9 @@ StatusOr<Reply> Conn::GetReply() {
     std::string msg(r->str, r->len);
     if (msg.rfind("NOAUTH", 0) == 0)
       return Status::InvalidArgument(pool_->where() +
-                                     " needs a password: use redis://:PASSWORD@HOST:PORT "
-                                     "or the password option");
+                                     " needs a password: set $REDISCLI_AUTH, use "
+                                     "redis://:PASSWORD@HOST:PORT, or (pacsetfs) -o "
+                                     "password_file=PATH");
     if (msg.rfind("LOADING", 0) == 0 || msg.rfind("BUSY", 0) == 0)
       return Status::Unavailable(pool_->where() + ": " + msg);
     if (msg.rfind("OOM", 0) == 0) return Status::ResourceExhausted(pool_->where() + ": " + msg);

@@ -600,7 +600,7 @@ StatusOr<std::unique_ptr<BlockStore>> OpenStoreFor(const StoreCommandOptions& o,
   so.read_only = !write;
   const std::string uri = o.store.empty() ? DefaultStoreUri() : o.store;
   auto s = OpenBlockStore(uri, so);
-  if (!s.ok()) return s.status().WithContext("store " + uri);
+  if (!s.ok()) return s.status().WithContext("store " + RedactStoreUri(uri));
   return s;
 }
 

@@ -32,7 +32,9 @@ int main(int argc, char** argv) {
 
   pacset::RecordOptions rec;
   auto* r = app.add_subcommand("record", "Trace a command's block accesses on a pacsetfs mount");
-  r->add_option("--mount", rec.mount, "Mount point (default: the only pacsetfs mount)");
+  r->add_option(
+      "--mount", rec.mount,
+      "Mount point (default: the pacsetfs mount the command's paths lead into, else the only one)");
   r->add_flag("--cold", rec.cold, "Drop all caches of the mount first");
   bool per_row = false;
   r->add_flag("--per-row", per_row, "Ask pacset predict to mark one request per row");

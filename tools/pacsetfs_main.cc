@@ -8,6 +8,7 @@
 // Exit status: 0 success, 1 runtime failure, 2 usage error.
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -17,6 +18,17 @@
 #include "store/block_store.h"
 
 namespace {
+
+// The daemon runs for long and any user sees its command line (ps,
+// /proc/PID/cmdline, which the kernel reads from this very memory): a redis
+// password in a store URI (--store, SOURCE, -o store=) is overwritten with
+// '*' in place once the arguments are parsed.
+void HidePasswords(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const auto [begin, end] = pacset::StoreUriPasswordSpan(argv[i]);
+    std::fill(argv[i] + begin, argv[i] + end, '*');
+  }
+}
 
 int Fail(const pacset::Status& s) {
   std::fprintf(stderr, "pacsetfs: error: %s\n", s.ToString().c_str());
@@ -71,6 +83,7 @@ int FstabForm(int argc, char** argv) {
   if (positional[0] != "pacsetfs" && positional[0] != "none" && opts.store_uri.empty())
     opts.store_uri = positional[0];
   opts.mountpoint = positional[1];
+  HidePasswords(argc, argv);
   pacset::Status s = pacset::RunMount(opts);
   return s.ok() ? 0 : Fail(s);
 }
@@ -85,9 +98,11 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.footer(
       "Also: pacsetfs SOURCE MOUNTPOINT -o opts   (mount -t fuse.pacsetfs, /etc/fstab)\n"
-      "Mount options (-o): allow_other, cache_size=SIZE, trace=FILE, store_timeout=MS,\n"
+      "Mount options (-o): ro, allow_other, cache_size=SIZE, trace=FILE, store_timeout=MS,\n"
       "  catalog_refresh=MS, no_push_blocks, prefetch_bins, readahead=BYTES, threads=N,\n"
-      "  no_auto_unmount, debug; dev, suid, nofail, _netdev, ro, rw, defaults are ignored.");
+      "  password_file=PATH, no_auto_unmount, debug; dev, suid, nofail, _netdev, defaults\n"
+      "  are ignored. A redis password: $REDISCLI_AUTH or password_file=PATH keep it off\n"
+      "  command lines.");
 
   pacset::MountOptions mopts;
   std::string mount_o, cache_size;
@@ -128,6 +143,7 @@ int main(int argc, char** argv) {
     const int rc = app.exit(e);
     return rc == 0 ? 0 : 2;
   }
+  HidePasswords(argc, argv);
 
   if (*m) {
     if (!mount_o.empty()) {

@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "fs/control.h"
 #include "layout/engine.h"
 #include "layout/pack.h"
 #include "model/import.h"
@@ -31,41 +32,8 @@
 namespace pacset {
 namespace {
 
-// /proc/self/mounts escapes space, tab, newline and backslash as \ooo.
-std::string UnescapeMountField(const std::string& s) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '\\' && i + 3 < s.size()) {
-      const std::string oct = s.substr(i + 1, 3);
-      if (oct.size() == 3 && oct.find_first_not_of("01234567") == std::string::npos) {
-        out += static_cast<char>(std::stoi(oct, nullptr, 8));
-        i += 3;
-        continue;
-      }
-    }
-    out += s[i];
-  }
-  return out;
-}
-
-Status WriteControl(const std::string& mount, const std::string& command) {
-  const std::string path = mount + "/.pacsetfs/control";
-  const int fd = open(path.c_str(), O_WRONLY | O_CLOEXEC);
-  if (fd < 0)
-    return Status::FromErrno("cannot open " + path + " (is pacsetfs mounted on " + mount + "?)",
-                             errno);
-  const std::string line = command + "\n";
-  const ssize_t n = write(fd, line.data(), line.size());
-  const int err = errno;
-  close(fd);
-  if (n != static_cast<ssize_t>(line.size()))
-    return Status::FromErrno("pacsetfs on " + mount + " refused '" + command + "'",
-                             n < 0 ? err : EIO);
-  return Status::Ok();
-}
-
 StatusOr<nlohmann::json> ReadStats(const std::string& mount) {
-  std::ifstream in(mount + "/.pacsetfs/stats");
+  std::ifstream in(mount + kStatsFilePath);
   if (!in) return Status::FromErrno("cannot read " + mount + "/.pacsetfs/stats", errno);
   std::stringstream ss;
   ss << in.rdbuf();
@@ -129,24 +97,6 @@ CountDistribution Analytical(const PacEngine& engine, const RowMatrix& rows, Sta
 
 }  // namespace
 
-StatusOr<std::string> FindPacsetfsMount() {
-  std::ifstream in("/proc/self/mounts");
-  if (!in) return Status::FromErrno("cannot read /proc/self/mounts", errno);
-  std::vector<std::string> found;
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream ss(line);
-    std::string dev, dir, type;
-    ss >> dev >> dir >> type;
-    if (type == "fuse.pacsetfs") found.push_back(UnescapeMountField(dir));
-  }
-  if (found.size() == 1) return found[0];
-  if (found.empty()) return Status::NotFound("no pacsetfs mount found; mount one or pass --mount");
-  std::string all;
-  for (const auto& f : found) all += (all.empty() ? "" : ", ") + f;
-  return Status::InvalidArgument("several pacsetfs mounts (" + all + "): choose one with --mount");
-}
-
 Status RunRecord(const RecordOptions& o, int* command_status) {
   *command_status = 0;
   if (o.command.empty()) return Status::InvalidArgument("no command to run (after --)");
@@ -155,7 +105,7 @@ Status RunRecord(const RecordOptions& o, int* command_status) {
     return Status::InvalidArgument("request unit '" + o.unit + "' is not row or batch");
   std::string mount = o.mount;
   if (mount.empty()) {
-    PACSET_ASSIGN_OR_RETURN(mount, FindPacsetfsMount());
+    PACSET_ASSIGN_OR_RETURN(mount, FindPacsetfsMount(o.command));
   }
   PACSET_ASSIGN_OR_RETURN(nlohmann::json stats, ReadStats(mount));
   if (stats.contains("trace"))
@@ -163,6 +113,10 @@ Status RunRecord(const RecordOptions& o, int* command_status) {
         mount + " is already tracing to " + stats["trace"].value("path", std::string("?")) +
         "; stop it first (echo 'trace stop' > " + mount + "/.pacsetfs/control)");
   const std::string trace = AbsolutePath(o.output);
+  // The daemon creates the trace and never overwrites a file; an earlier
+  // output of ours is replaced, by us, with our own rights.
+  if (unlink(trace.c_str()) != 0 && errno != ENOENT)
+    return Status::FromErrno("cannot replace " + trace, errno);
   const char* tmpdir = std::getenv("TMPDIR");
   std::string marks = std::string(tmpdir && *tmpdir ? tmpdir : "/tmp") + "/pacset-marks-XXXXXX";
   const int mfd = mkstemp(marks.data());
@@ -172,8 +126,8 @@ Status RunRecord(const RecordOptions& o, int* command_status) {
     std::string path;
     ~Cleanup() { unlink(path.c_str()); }
   } cleanup{marks};
-  if (o.cold) PACSET_RETURN_IF_ERROR(WriteControl(mount, "drop *"));
-  PACSET_RETURN_IF_ERROR(WriteControl(mount, "trace start " + trace));
+  if (o.cold) PACSET_RETURN_IF_ERROR(SendControlCommand(mount, ControlCommand::Drop("*")));
+  PACSET_RETURN_IF_ERROR(SendControlCommand(mount, ControlCommand::TraceStart(trace)));
 
   // Ctrl-C goes to the command (same process group); we still stop tracing.
   struct sigaction ignore {
@@ -205,7 +159,7 @@ Status RunRecord(const RecordOptions& o, int* command_status) {
   }
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGTERM, &old_term, nullptr);
-  PACSET_RETURN_IF_ERROR(WriteControl(mount, "trace stop"));
+  PACSET_RETURN_IF_ERROR(SendControlCommand(mount, ControlCommand::TraceStop()));
   PACSET_RETURN_IF_ERROR(run);
   uint64_t merged = 0;
   PACSET_RETURN_IF_ERROR(MergeRequestMarks(trace, marks, trace, &merged));

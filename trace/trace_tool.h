@@ -59,7 +59,4 @@ Status RunLayouts(const LayoutsCliOptions& options);
 Status RunMark(const std::string& marks, bool begin, uint64_t id, uint64_t first_row, uint32_t rows,
                uint32_t pid);
 
-// The mount point of the only pacsetfs mount, or an error naming them all.
-StatusOr<std::string> FindPacsetfsMount();
-
 }  // namespace pacset

@@ -1,5 +1,7 @@
 #include "trace/trace_writer.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -12,8 +14,22 @@ StatusOr<std::unique_ptr<TraceWriter>> TraceWriter::Open(const std::string& path
                                                          size_t queue_records) {
   std::unique_ptr<TraceWriter> w(new TraceWriter());
   w->path_ = path;
-  w->file_ = std::fopen(path.c_str(), "wb");
-  if (!w->file_) return Status::FromErrno("cannot create trace file " + path, errno);
+  const int fd =
+      open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, S_IRUSR | S_IWUSR);
+  if (fd < 0) {
+    const int err = errno;
+    if (err == EEXIST)
+      return Status::AlreadyExists("trace file " + path +
+                                   " already exists (a trace never overwrites a file: remove it "
+                                   "or choose another name)");
+    return Status::FromErrno("cannot create trace file " + path, err);
+  }
+  w->file_ = fdopen(fd, "wb");
+  if (!w->file_) {
+    const int err = errno;
+    close(fd);
+    return Status::FromErrno("cannot create trace file " + path, err);
+  }
   size_t n = 1;
   while (n < queue_records) n <<= 1;
   w->cells_.reset(new Cell[n]);
@@ -200,7 +216,7 @@ Status TraceWriter::Close() {
   closed_ = true;
   stop_.store(true, std::memory_order_release);
   if (thread_.joinable()) thread_.join();
-  Status s;
+  if (file_ == nullptr) return Status::Ok();  // Open failed: nothing was written
   if (std::fflush(file_) != 0 && !write_failed_) {
     write_failed_ = true;
     write_errno_ = errno;

@@ -34,8 +34,11 @@ namespace pacset {
 
 class TraceWriter {
  public:
-  // Creates (truncates) `path` and starts the writer thread. `queue_records`
-  // is rounded up to a power of two.
+  // Creates `path` (mode 0600) and starts the writer thread. `queue_records`
+  // is rounded up to a power of two. Never opens an existing file and never
+  // follows a symbolic link (O_CREAT|O_EXCL|O_NOFOLLOW: the daemon may run
+  // as root and write where a user asks): an existing name, a symbolic link
+  // included, is kAlreadyExists.
   static StatusOr<std::unique_ptr<TraceWriter>> Open(const std::string& path,
                                                      size_t queue_records = 1 << 16);
   ~TraceWriter();

@@ -7,7 +7,6 @@ is unmounted whatever happens.
 
 Usage: fs_test.py --pacset PATH --pacsetfs PATH [-k NAME]
 """
-import argparse
 import filecmp
 import json
 import mmap
@@ -412,20 +411,8 @@ def test_forest_files_are_read_only(env):
 # ---------------------------------------------------------------- runner ---
 
 def main():
-    global ARGS
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--pacset", required=True)
-    ap.add_argument("--pacsetfs", required=True)
-    ap.add_argument("-k", default="", help="run tests whose name contains this")
-    ap.add_argument("--timeout", type=int, default=180, help="seconds per test")
-    ARGS = ap.parse_args()
-    if os.geteuid() != 0 or not os.path.exists("/dev/fuse"):
-        print("FAIL: these tests need root and /dev/fuse")
-        return 1
-    tests = [(n, f) for n, f in sorted(globals().items())
-             if n.startswith("test_") and ARGS.k in n]
-    return fslib.run_tests(tests, train_models, TestEnv, "filesystem", ARGS.timeout,
-                           "pacsetfs-test-")
+    return fslib.main(sys.modules[__name__], train_models, TestEnv, "filesystem",
+                      "pacsetfs-test-")
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,11 +1,27 @@
 """Helpers for the filesystem integration tests: real mounts, real stores,
 a real redis-server, with timeouts and guaranteed cleanup."""
 import os
+import re
 import signal
 import socket
 import struct
 import subprocess
 import time
+
+
+def run_or_abort(cmd, mountpoint, timeout):
+    """Runs cmd; if it is still running after `timeout` s (stuck on a hung
+    mount, where even SIGKILL waits), aborts the mount's FUSE connection
+    first, then fails."""
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        abort_fuse_connection(mountpoint)
+        p.kill()
+        p.communicate()
+        raise AssertionError(f"{' '.join(map(str, cmd))} hung for {timeout} s")
+    return subprocess.CompletedProcess(cmd, p.returncode, out, err)
 
 
 def run(cmd, check=True, **kw):
@@ -15,10 +31,53 @@ def run(cmd, check=True, **kw):
     return r
 
 
-def is_mounted(path):
+def mounts():
+    """(source, mount point, type, options) of every mount, fields unescaped.
+    Any byte may appear in a mount point: decoded with surrogateescape, like
+    os.fsdecode, so that another mount's odd name cannot break a test."""
+    def unescape(field):
+        return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+    with open("/proc/self/mounts", encoding="utf-8", errors="surrogateescape") as f:
+        return [tuple(unescape(x) for x in line.split()[:4]) for line in f]
+
+
+def mount_entry(path):
     path = os.path.realpath(path)
-    with open("/proc/self/mounts") as f:
-        return any(line.split()[1] == path for line in f)
+    for m in mounts():
+        if m[1] == path:
+            return m
+    return None
+
+
+def is_mounted(path):
+    return mount_entry(path) is not None
+
+
+def abort_fuse_connection(path):
+    """Aborts the FUSE connection of the mount at `path` (frees processes
+    stuck on a hung daemon). Returns whether it could. Finds the connection
+    in mountinfo: stat() of a hung mount would hang too."""
+    path = os.path.abspath(path)  # not realpath: it would stat the hung mount
+    dev = None
+    with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as f:
+        for line in f:
+            fields = line.split()
+            point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4])
+            if point == path:
+                major, minor = fields[2].split(":")
+                dev = os.makedev(int(major), int(minor))
+    if dev is None:
+        return False
+    ctl = f"/sys/fs/fuse/connections/{os.minor(dev)}/abort"
+    if not os.path.exists("/sys/fs/fuse/connections/" + str(os.minor(dev))):
+        subprocess.run(["mount", "-t", "fusectl", "none", "/sys/fs/fuse/connections"],
+                       capture_output=True)
+    try:
+        with open(ctl, "w") as f:
+            f.write("1")
+        return True
+    except OSError:
+        return False
 
 
 def free_port():
@@ -32,11 +91,12 @@ def free_port():
 class Redis:
     """A real redis-server on loopback with persistence (so a restart keeps data)."""
 
-    def __init__(self, workdir):
+    def __init__(self, workdir, password=None):
         self.dir = os.path.join(workdir, "redis")
         os.makedirs(self.dir, exist_ok=True)
         self.port = free_port()
         self.proc = None
+        self.password = password
 
     def start(self):
         if not os.path.exists("/usr/bin/redis-server"):
@@ -44,14 +104,16 @@ class Redis:
         self.proc = subprocess.Popen(
             ["/usr/bin/redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
              "--dir", self.dir, "--save", "", "--appendonly", "yes", "--appendfsync", "always",
-             "--protected-mode", "no"],
+             "--protected-mode", "no"]
+            + (["--requirepass", self.password] if self.password else []),
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.time() + 10
         while time.time() < deadline:
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as s:
                     s.sendall(b"PING\r\n")
-                    if s.recv(16).startswith(b"+PONG"):
+                    reply = s.recv(64)
+                    if reply.startswith(b"+PONG") or reply.startswith(b"-NOAUTH"):
                         return self
             except OSError:
                 pass
@@ -113,24 +175,36 @@ class Mount:
         except OSError:
             return False
 
-    def read_log(self):
+    def read_log(self, whole=False):
         try:
-            with open(self.log) as f:
-                return f.read()[-2000:]
+            with open(self.log, errors="replace") as f:
+                text = f.read()
+                return text if whole else text[-2000:]
         except OSError:
             return ""
 
     def __exit__(self, *exc):
         if self.proc and self.proc.poll() is None:
-            subprocess.run(["fusermount3", "-u", self.mp], capture_output=True)
+            try:
+                subprocess.run(["fusermount3", "-u", self.mp], capture_output=True, timeout=20)
+            except subprocess.TimeoutExpired:  # a hung daemon: free its waiters
+                abort_fuse_connection(self.mp)
             try:
                 self.proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
+                abort_fuse_connection(self.mp)
                 self.proc.kill()
                 self.proc.wait(timeout=10)
         if is_mounted(self.mp):
             subprocess.run(["umount", "-l", self.mp], capture_output=True)
         self.logf.close()
+        # A sanitizer build's daemon reports races and memory errors on its
+        # stderr: any report fails the test that ran it.
+        log = self.read_log(whole=True)
+        if "Sanitizer" in log:
+            if exc[0] is None:
+                raise AssertionError("the daemon's sanitizer reported:\n" + log[-6000:])
+            print("the daemon's sanitizer reported:\n" + log[-6000:])
         return False
 
     def stats(self):
@@ -197,9 +271,28 @@ def run_tests(tests, prepare, make_env, label, timeout, top_prefix):
                 signal.alarm(0)
                 if hasattr(env, "close"):
                     env.close()
-                with open("/proc/self/mounts") as f:
-                    for line in f:
-                        if tmp in line.split()[1]:
-                            subprocess.run(["umount", "-l", line.split()[1]])
+                for m in mounts():
+                    if m[1].startswith(tmp):
+                        abort_fuse_connection(m[1])
+                        subprocess.run(["umount", "-l", m[1]])
     print(f"{len(tests) - failures} of {len(tests)} {label} tests passed")
     return 1 if failures else 0
+
+
+def main(module, prepare, make_env, label, prefix, tools=("pacset", "pacsetfs")):
+    """The command line of a test suite: --TOOL PATH for each of `tools`, -k
+    NAME, --timeout S. Runs the module's test_* functions through run_tests
+    and returns the exit status; module.ARGS holds the parsed arguments."""
+    import argparse
+    ap = argparse.ArgumentParser()
+    for tool in tools:
+        ap.add_argument("--" + tool, required=True)
+    ap.add_argument("-k", default="", help="run tests whose name contains this")
+    ap.add_argument("--timeout", type=int, default=180, help="seconds per test")
+    module.ARGS = ap.parse_args()
+    if os.geteuid() != 0 or not os.path.exists("/dev/fuse"):
+        print("FAIL: these tests need root and /dev/fuse")
+        return 1
+    tests = [(n, f) for n, f in sorted(vars(module).items())
+             if n.startswith("test_") and module.ARGS.k in n]
+    return run_tests(tests, prepare, make_env, label, module.ARGS.timeout, prefix)

@@ -6,7 +6,6 @@ temp dir with a time limit; every mount is unmounted whatever happens.
 
 Usage: trace_test.py --pacset PATH --pacsetfs PATH --pacset-trace PATH [-k NAME]
 """
-import argparse
 import json
 import os
 import re
@@ -164,6 +163,24 @@ def test_pack_with_weights_from_a_recorded_trace(tmp):
     assert r.returncode == 1 and "--traced-pac" in r.stderr, r.stderr
 
 
+def test_record_finds_the_mount_its_command_reads_among_several(tmp):
+    """Other pacsetfs mounts on the machine (another user's, another test's)
+    must not confuse record: the command's paths name the mount."""
+    decoy_store = "rocksdb:" + os.path.join(tmp, "decoy-store")
+    pacset("import", DATA["pac"], "--name", "rf", "--store", decoy_store)
+    with Mount(ARGS.pacsetfs, decoy_store, os.path.join(tmp, "decoy")) as decoy, \
+            mounted(tmp) as m:
+        trace = os.path.join(tmp, "own.trace")
+        with open(trace, "w") as f:
+            f.write("an earlier output, replaced\n")
+        ptrace("record", "--cold", "-o", trace, "--", *predict_cmd(m, "-o", os.devnull))
+        rep = json.loads(ptrace("report", trace, "--json").stdout)
+        assert rep["trace"]["accesses"] > 0 and rep["forests"][0]["name"] == "rf", rep["trace"]
+        assert "trace" not in decoy.stats() and decoy.stats()["forests"] == {}, decoy.stats()
+        r = ptrace("record", "-o", os.path.join(tmp, "t3"), "--", "true", check=False)
+        assert r.returncode == 1 and "several pacsetfs mounts" in r.stderr, r.stderr
+
+
 def test_a_daemon_killed_mid_trace_leaves_a_readable_trace(tmp):
     trace = os.path.join(tmp, "killed.trace")
     m = mounted(tmp, trace=trace).__enter__()
@@ -222,20 +239,8 @@ def test_errors_are_clear_and_exit_codes_follow_the_convention(tmp):
 # ---------------------------------------------------------------- runner ---
 
 def main():
-    global ARGS
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--pacset", required=True)
-    ap.add_argument("--pacsetfs", required=True)
-    ap.add_argument("--pacset-trace", required=True)
-    ap.add_argument("-k", default="")
-    ap.add_argument("--timeout", type=int, default=180)
-    ARGS = ap.parse_args()
-    if os.geteuid() != 0 or not os.path.exists("/dev/fuse"):
-        print("FAIL: these tests need root and /dev/fuse")
-        return 1
-    tests = [(n, f) for n, f in sorted(globals().items()) if n.startswith("test_") and ARGS.k in n]
-    return fslib.run_tests(tests, prepare, lambda tmp: tmp, "pacset-trace", ARGS.timeout,
-                           "pacset-trace-test-")
+    return fslib.main(sys.modules[__name__], prepare, lambda tmp: tmp, "pacset-trace",
+                      "pacset-trace-test-", tools=("pacset", "pacsetfs", "pacset-trace"))
 
 if __name__ == "__main__":
     sys.exit(main())

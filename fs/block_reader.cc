@@ -1,0 +1,87 @@
+#include "fs/internal/block_reader.h"
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "fs/internal/log.h"
+#include "trace/trace_format.h"
+
+namespace pacset {
+namespace fs_internal {
+
+Status BlockReader::Fetch(const ForestInode& f, uint64_t block, std::string* out) {
+  const auto start = std::chrono::steady_clock::now();
+  // While the store is known to be down, fail at once: the kernel retries a
+  // failed page read, and every worker thread would otherwise wait out the
+  // deadline again.
+  if (start.time_since_epoch().count() < store_down_until_.load(std::memory_order_relaxed))
+    return Status::Unavailable("store " + store_name_ + " is unreachable (retrying shortly)");
+  const auto deadline = start + std::chrono::milliseconds(store_timeout_ms_);
+  auto backoff = std::chrono::milliseconds(10);
+  bool retried_corruption = false;
+  while (true) {
+    Status s = store_->Get(f.info, block, out);
+    if (s.ok()) return s;
+    if (s.IsCorruption()) {
+      f.stats->corrupt_blocks.fetch_add(1, std::memory_order_relaxed);
+      if (retried_corruption) {
+        Log(LOG_ERR, "%s", s.ToString().c_str());
+        return s;
+      }
+      retried_corruption = true;
+      continue;
+    }
+    if (s.code() == StatusCode::kNotFound) return Status::Corruption(s.message());
+    if (std::chrono::steady_clock::now() + backoff >= deadline) {
+      Log(LOG_ERR, "forest '%s' block %llu: giving up after %d ms: %s", f.name.c_str(),
+          static_cast<unsigned long long>(block), store_timeout_ms_, s.ToString().c_str());
+      const auto quiet = std::chrono::milliseconds(std::min(store_timeout_ms_, 1000));
+      store_down_until_.store((std::chrono::steady_clock::now() + quiet).time_since_epoch().count(),
+                              std::memory_order_relaxed);
+      return Status::DeadlineExceeded(s.ToString());
+    }
+    f.stats->store_retries.fetch_add(1, std::memory_order_relaxed);
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(500));
+  }
+}
+
+StatusOr<BlockData> BlockReader::Get(const ForestInode& f, uint64_t block,
+                                     BlockCache::Source* src) {
+  const BlockKey key{f.forest_id, f.info.generation, block};
+  uint64_t fetch_ns = 0;
+  auto r = cache_->GetOrFetch(
+      key,
+      [&](std::string* out) {
+        const uint64_t t0 = MonotonicNowNs();
+        Status s = Fetch(f, block, out);
+        fetch_ns = MonotonicNowNs() - t0;
+        return s;
+      },
+      src);
+  switch (*src) {
+    case BlockCache::Source::kStore:
+      if (r.ok()) {
+        f.stats->blocks_fetched.fetch_add(1, std::memory_order_relaxed);
+        f.stats->fetched_bytes.fetch_add((*r)->size(), std::memory_order_relaxed);
+        f.stats->fetch_latency.Add(fetch_ns);
+      }
+      break;
+    case BlockCache::Source::kCache:
+      f.stats->cache_hits.fetch_add(1, std::memory_order_relaxed);
+      break;
+    case BlockCache::Source::kJoined:
+      f.stats->joined.fetch_add(1, std::memory_order_relaxed);
+      break;
+  }
+  return r;
+}
+
+StatusOr<BlockData> BlockReader::GetUncounted(const ForestInode& f, uint64_t block) {
+  return cache_->GetOrFetch({f.forest_id, f.info.generation, block},
+                            [&](std::string* out) { return Fetch(f, block, out); });
+}
+
+}  // namespace fs_internal
+}  // namespace pacset

@@ -1,0 +1,343 @@
+// The FUSE request handlers. Every handler takes its state from
+// fuse_req_userdata(), replies exactly once, and turns a Status into an errno
+// only through StatusToErrno (fs/errno.h).
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <new>
+#include <vector>
+
+#include "fs/errno.h"
+#include "fs/internal/filesystem.h"
+#include "fs/internal/log.h"
+#include "trace/trace_format.h"
+
+namespace pacset {
+namespace fs_internal {
+namespace {
+
+constexpr double kEntryTimeout = 1.0;  // generations change; the refresher also notifies
+constexpr double kAttrTimeout = 3600;  // a forest inode is one immutable generation
+
+// The text of .pacsetfs/stats, generated at open. Shared: a read replies
+// from it while the kernel may already let the reader close the file, and
+// the release may free the handle before that reply's writev returns.
+struct StatsHandle {
+  std::shared_ptr<const std::string> text;
+};
+
+PacsetFs* FsOf(fuse_req_t req) { return static_cast<PacsetFs*>(fuse_req_userdata(req)); }
+
+}  // namespace
+
+void PacsetFs::Init(fuse_conn_info* conn) {
+  conn->max_readahead = opts_.max_readahead;
+  // Generations never change under an inode: keep pages across opens and
+  // never invalidate them because of attribute changes.
+  conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
+  if (conn->capable & FUSE_CAP_ASYNC_READ) conn->want |= FUSE_CAP_ASYNC_READ;
+  conn->max_background = 64;
+  conn->congestion_threshold = 48;
+}
+
+void PacsetFs::Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  fuse_entry_param e;
+  std::memset(&e, 0, sizeof(e));
+  e.attr_timeout = kAttrTimeout;
+  e.entry_timeout = kEntryTimeout;
+  if (parent == kCtlDirIno) {
+    if (std::strcmp(name, "stats") == 0)
+      e.ino = kStatsIno;
+    else if (std::strcmp(name, "control") == 0)
+      e.ino = kControlIno;
+    else
+      return (void)fuse_reply_err(req, ENOENT);
+    e.entry_timeout = e.attr_timeout = 3600;
+    FillAttr(e.ino, nullptr, &e.attr);
+    return (void)fuse_reply_entry(req, &e);
+  }
+  if (parent != kRootIno) return (void)fuse_reply_err(req, ENOENT);
+  if (std::strcmp(name, kCtlDirName) == 0) {
+    e.ino = kCtlDirIno;
+    e.entry_timeout = e.attr_timeout = 3600;
+    FillAttr(e.ino, nullptr, &e.attr);
+    return (void)fuse_reply_entry(req, &e);
+  }
+  std::string forest;
+  if (!ForestNameOf(name, &forest)) return (void)fuse_reply_err(req, ENOENT);
+  table_->RefreshIfOlder(std::chrono::milliseconds(100));
+  std::shared_ptr<ForestInode> f = table_->Lookup(forest);
+  if (!f) return (void)fuse_reply_err(req, ENOENT);
+  e.ino = f->ino;
+  FillAttr(f->ino, f.get(), &e.attr);
+  fuse_reply_entry(req, &e);
+}
+
+void PacsetFs::Forget(fuse_ino_t ino, uint64_t n) { table_->Forget(ino, n); }
+
+void PacsetFs::GetAttr(fuse_req_t req, fuse_ino_t ino) {
+  struct stat st;
+  std::shared_ptr<ForestInode> f;
+  if (ino >= kFirstForestIno) {
+    f = table_->Find(ino);
+    if (!f) return (void)fuse_reply_err(req, ESTALE);
+  } else if (ino != kRootIno && ino != kCtlDirIno && ino != kStatsIno && ino != kControlIno) {
+    return (void)fuse_reply_err(req, ENOENT);
+  }
+  FillAttr(ino, f.get(), &st);
+  fuse_reply_attr(req, &st, ino >= kFirstForestIno ? kAttrTimeout : 1.0);
+}
+
+void PacsetFs::ReadDir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off) {
+  if (ino != kRootIno && ino != kCtlDirIno) return (void)fuse_reply_err(req, ENOTDIR);
+  std::vector<std::pair<std::string, fuse_ino_t>> entries = {{".", ino}, {"..", kRootIno}};
+  if (ino == kCtlDirIno) {
+    entries.push_back({"stats", kStatsIno});
+    entries.push_back({"control", kControlIno});
+  } else {
+    entries.push_back({kCtlDirName, kCtlDirIno});
+    if (off == 0) table_->RefreshIfOlder(std::chrono::milliseconds(100));
+    for (auto& e : table_->DirEntries()) entries.push_back(std::move(e));
+  }
+  std::string buf;
+  for (size_t i = static_cast<size_t>(off); i < entries.size(); ++i) {
+    struct stat st;
+    std::memset(&st, 0, sizeof(st));
+    st.st_ino = entries[i].second;
+    st.st_mode = (entries[i].second == kRootIno || entries[i].second == kCtlDirIno ||
+                  entries[i].first == "." || entries[i].first == "..")
+                     ? S_IFDIR
+                     : S_IFREG;
+    const size_t need = fuse_add_direntry(req, nullptr, 0, entries[i].first.c_str(), nullptr, 0);
+    if (buf.size() + need > size) break;
+    const size_t at = buf.size();
+    buf.resize(at + need);
+    fuse_add_direntry(req, buf.data() + at, need, entries[i].first.c_str(), &st,
+                      static_cast<off_t>(i + 1));
+  }
+  fuse_reply_buf(req, buf.data(), buf.size());
+}
+
+// Only the user who mounted (whose uid the daemon runs as) and root may use
+// the control file: with allow_other every local user reaches the mount.
+// default_permissions makes the kernel check the file's mode (0200, owned by
+// that user) too; this check does not depend on it.
+bool PacsetFs::MayControl(fuse_req_t req) const {
+  const fuse_ctx* ctx = fuse_req_ctx(req);
+  return ctx->uid == 0 || ctx->uid == getuid();
+}
+
+void PacsetFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  const int acc = fi->flags & O_ACCMODE;
+  if (ino == kStatsIno) {
+    if (acc != O_RDONLY) return (void)fuse_reply_err(req, EACCES);
+    auto h = std::make_unique<StatsHandle>(
+        StatsHandle{std::make_shared<const std::string>(StatsJson())});
+    fi->fh = reinterpret_cast<uint64_t>(h.get());
+    fi->direct_io = 1;                               // size unknown in advance
+    if (fuse_reply_open(req, fi) == 0) h.release();  // freed by Release
+    return;
+  }
+  if (ino == kControlIno) {
+    if (acc != O_WRONLY) return (void)fuse_reply_err(req, EACCES);
+    if (opts_.read_only) return (void)fuse_reply_err(req, EROFS);
+    if (!MayControl(req)) return (void)fuse_reply_err(req, EACCES);
+    fi->direct_io = 1;
+    return (void)fuse_reply_open(req, fi);
+  }
+  if (ino < kFirstForestIno) return (void)fuse_reply_err(req, EISDIR);
+  if (acc != O_RDONLY) return (void)fuse_reply_err(req, EROFS);
+  std::shared_ptr<ForestInode> f = table_->Find(ino);
+  if (!f) return (void)fuse_reply_err(req, ESTALE);
+  bool first_open = false;
+  Status s = table_->Open(f, &first_open);
+  // kNotFound: the generation was collected between the lookup and this pin
+  // (a re-import's garbage collection). ESTALE makes the kernel look the name
+  // up again (LOOKUP_REVAL) and open the current generation.
+  if (s.IsNotFound()) return (void)fuse_reply_err(req, ESTALE);
+  if (!s.ok()) return (void)fuse_reply_err(req, StatusToErrno(s));
+  f->stats->opens.fetch_add(1, std::memory_order_relaxed);
+  fi->keep_cache = 1;
+  fi->fh = ino;
+  if (fuse_reply_open(req, fi) != 0) {
+    // The open was interrupted: the kernel will never send its release.
+    try {
+      table_->Release(ino);
+    } catch (...) {
+      Log(LOG_ERR, "open of inode %llu: cannot undo a failed open",
+          static_cast<unsigned long long>(ino));
+    }
+    return;
+  }
+  if (first_open && opts_.prefetch_bins) notifier_->PrefetchBins(f);
+}
+
+void PacsetFs::Release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  if (ino == kStatsIno) delete reinterpret_cast<StatsHandle*>(fi->fh);
+  if (ino >= kFirstForestIno) table_->Release(ino);
+  fuse_reply_err(req, 0);
+}
+
+void PacsetFs::Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
+  if (ino == kStatsIno) {
+    const std::shared_ptr<const std::string> text = reinterpret_cast<StatsHandle*>(fi->fh)->text;
+    if (static_cast<size_t>(off) >= text->size()) return (void)fuse_reply_buf(req, nullptr, 0);
+    return (void)fuse_reply_buf(req, text->data() + off,
+                                std::min(size, text->size() - static_cast<size_t>(off)));
+  }
+  std::shared_ptr<ForestInode> f = table_->Find(ino);
+  if (!f) return (void)fuse_reply_err(req, ESTALE);
+  const uint64_t file_size = f->info.size_bytes;
+  if (off < 0) return (void)fuse_reply_err(req, EINVAL);
+  if (static_cast<uint64_t>(off) >= file_size) return (void)fuse_reply_buf(req, nullptr, 0);
+  const uint64_t end = std::min<uint64_t>(file_size, static_cast<uint64_t>(off) + size);
+  const uint32_t bs = f->info.block_size;
+  const uint64_t first = static_cast<uint64_t>(off) / bs, last = (end - 1) / bs;
+  const uint32_t pid = static_cast<uint32_t>(fuse_req_ctx(req)->pid);
+  f->stats->reads.fetch_add(1, std::memory_order_relaxed);
+  std::vector<BlockData> blocks;
+  std::vector<iovec> iov;
+  std::vector<uint64_t> fresh;  // blocks that came from the store
+  for (uint64_t b = first; b <= last; ++b) {
+    BlockCache::Source src;
+    const uint64_t t0 = MonotonicNowNs();
+    auto data = reader_->Get(*f, b, &src);
+    const uint64_t t1 = MonotonicNowNs();
+    const uint64_t lo = std::max<uint64_t>(static_cast<uint64_t>(off), b * bs);
+    const uint64_t hi = std::min<uint64_t>(end, (b + 1) * bs);
+    tracing_.RecordAccess(*f, b, src, static_cast<uint32_t>(hi - lo), pid, t1 - t0, data.ok());
+    if (!data.ok()) {
+      f->stats->errors.fetch_add(1, std::memory_order_relaxed);
+      return (void)fuse_reply_err(req, StatusToErrno(data.status()));
+    }
+    if (src == BlockCache::Source::kStore) fresh.push_back(b);
+    iov.push_back({const_cast<char*>((*data)->data()) + (lo - b * bs), hi - lo});
+    blocks.push_back(std::move(data).value());
+  }
+  f->stats->read_bytes.fetch_add(end - static_cast<uint64_t>(off), std::memory_order_relaxed);
+  fuse_reply_iov(req, iov.data(), static_cast<int>(iov.size()));
+  if (opts_.push_blocks)
+    for (uint64_t b : fresh) notifier_->Push(f, b);
+}
+
+void PacsetFs::Write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size) {
+  if (ino != kControlIno || opts_.read_only) return (void)fuse_reply_err(req, EROFS);
+  if (!MayControl(req)) return (void)fuse_reply_err(req, EACCES);
+  std::string text(buf, size);
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  auto cmd = ParseControlCommand(text);
+  auto done = [req, size, text](Status s) {
+    if (s.ok()) return (void)fuse_reply_write(req, size);
+    Log(LOG_WARNING, "control '%s': %s", text.c_str(), s.ToString().c_str());
+    fuse_reply_err(req, StatusToErrno(s));
+  };
+  if (!cmd.ok()) return done(cmd.status());
+  Control(*cmd, std::move(done));
+}
+
+void PacsetFs::StatFs(fuse_req_t req) {
+  struct statvfs st;
+  std::memset(&st, 0, sizeof(st));
+  st.f_bsize = 4096;
+  st.f_frsize = 4096;
+  st.f_namemax = 255;
+  uint64_t bytes = 0, files = 0;
+  table_->Totals(&files, &bytes);
+  st.f_blocks = bytes / 4096;
+  st.f_files = files;
+  fuse_reply_statfs(req, &st);
+}
+
+namespace {
+
+// Runs a handler so that no exception reaches libfuse (which would abort the
+// daemon and leave a dead mount): whatever the handler throws becomes ENOMEM
+// (std::bad_alloc) or EIO, replied here. Handlers reply as their last step
+// (what follows a reply is noexcept), so a throw means nothing was replied.
+template <typename Handler>
+void Guarded(fuse_req_t req, const char* op, Handler&& handler) noexcept {
+  int err = 0;
+  try {
+    handler();
+    return;
+  } catch (const std::bad_alloc&) {
+    err = ENOMEM;
+  } catch (const std::exception& e) {
+    Log(LOG_ERR, "%s: internal error: %s", op, e.what());
+    err = EIO;
+  } catch (...) {
+    Log(LOG_ERR, "%s: internal error", op);
+    err = EIO;
+  }
+  fuse_reply_err(req, err);
+}
+
+// forget must not be replied to with an error: it gets no reply at all.
+template <typename Handler>
+void GuardedNoReply(fuse_req_t req, Handler&& handler) noexcept {
+  try {
+    handler();
+  } catch (...) {
+    Log(LOG_ERR, "forget: internal error (the inode may stay cached)");
+  }
+  fuse_reply_none(req);
+}
+
+}  // namespace
+
+const fuse_lowlevel_ops& PacsetFs::Ops() {
+  static const fuse_lowlevel_ops ops = [] {
+    fuse_lowlevel_ops o;
+    std::memset(&o, 0, sizeof(o));
+    o.init = [](void* userdata, fuse_conn_info* conn) {
+      try {
+        static_cast<PacsetFs*>(userdata)->Init(conn);
+      } catch (...) {
+        Log(LOG_ERR, "init: internal error");
+      }
+    };
+    o.lookup = [](fuse_req_t req, fuse_ino_t parent, const char* name) {
+      Guarded(req, "lookup", [&] { FsOf(req)->Lookup(req, parent, name); });
+    };
+    o.forget = [](fuse_req_t req, fuse_ino_t ino, uint64_t n) {
+      GuardedNoReply(req, [&] { FsOf(req)->Forget(ino, n); });
+    };
+    o.forget_multi = [](fuse_req_t req, size_t count, fuse_forget_data* forgets) {
+      GuardedNoReply(req, [&] {
+        for (size_t i = 0; i < count; ++i) FsOf(req)->Forget(forgets[i].ino, forgets[i].nlookup);
+      });
+    };
+    o.getattr = [](fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
+      Guarded(req, "getattr", [&] { FsOf(req)->GetAttr(req, ino); });
+    };
+    o.readdir = [](fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*) {
+      Guarded(req, "readdir", [&] { FsOf(req)->ReadDir(req, ino, size, off); });
+    };
+    o.open = [](fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+      Guarded(req, "open", [&] { FsOf(req)->Open(req, ino, fi); });
+    };
+    o.release = [](fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+      Guarded(req, "release", [&] { FsOf(req)->Release(req, ino, fi); });
+    };
+    o.read = [](fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
+      Guarded(req, "read", [&] { FsOf(req)->Read(req, ino, size, off, fi); });
+    };
+    o.write = [](fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_t,
+                 fuse_file_info*) {
+      Guarded(req, "write", [&] { FsOf(req)->Write(req, ino, buf, size); });
+    };
+    o.statfs = [](fuse_req_t req, fuse_ino_t) {
+      Guarded(req, "statfs", [&] { FsOf(req)->StatFs(req); });
+    };
+    return o;
+  }();
+  return ops;
+}
+
+}  // namespace fs_internal
+}  // namespace pacset

@@ -1,0 +1,97 @@
+// The FUSE low-level filesystem of one mount. Code, by job:
+//   fs/filesystem.cc     this class: start, threads, attributes, stats file
+//   fs/handlers.cc       the FUSE request handlers (fuse_lowlevel_ops)
+//   fs/forest_table.cc   catalog and generations (inodes, pins)
+//   fs/block_reader.cc   blocks from the cache or the store (retries, deadline)
+//   fs/notifier.cc       the thread that notifies the kernel (push, prefetch, drop)
+//   fs/daemon_control.cc what the daemon does for each control command
+//   fs/control.cc        the control-file protocol (parser and client)
+//   fs/mount_options.cc  -o parsing;  fs/mount.cc  mount lifecycle
+// Design notes, lock order and threads: fs/DESIGN.md.
+#pragma once
+
+#include <time.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "fs/block_cache.h"
+#include "fs/control.h"
+#include "fs/internal/block_reader.h"
+#include "fs/internal/forest_table.h"
+#include "fs/internal/inodes.h"
+#include "fs/internal/notifier.h"
+#include "fs/internal/tracing.h"
+#include "fs/pacsetfs.h"
+#include "fs/stats.h"
+#include "store/block_store.h"
+#include "trace/trace_writer.h"
+#include "util/mutex.h"
+#include "util/status.h"
+
+namespace pacset {
+namespace fs_internal {
+
+class PacsetFs {
+ public:
+  explicit PacsetFs(const MountOptions& o);
+  ~PacsetFs();
+
+  // Takes the store and the trace opened at mount time (may be null) and
+  // loads the catalog.
+  Status Start(std::unique_ptr<BlockStore> store, std::unique_ptr<TraceWriter> trace);
+  // The catalog refresher and the notifier thread; `se` for notifications.
+  void StartThreads(fuse_session* se);
+  // Stops both threads and unpins everything.
+  void StopThreads();
+  Status CloseTrace() { return tracing_.Stop(); }
+
+  // The handler table for fuse_session_new (userdata: a PacsetFs*).
+  static const fuse_lowlevel_ops& Ops();
+
+  // ---- request handlers (fs/handlers.cc); each replies exactly once ----
+  void Init(fuse_conn_info* conn);
+  void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name);
+  void Forget(fuse_ino_t ino, uint64_t n);
+  void GetAttr(fuse_req_t req, fuse_ino_t ino);
+  void ReadDir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off);
+  void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
+  void Release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
+  void Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi);
+  void Write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size);
+  void StatFs(fuse_req_t req);
+
+  // ---- the control file (fs/daemon_control.cc) ----
+  // Carries out `cmd` and then calls `done` with the result, exactly once:
+  // at once, or for a drop on the notifier thread once the pages are gone.
+  void Control(const ControlCommand& cmd, std::function<void(Status)> done);
+
+  // The text of MOUNTPOINT/.pacsetfs/stats.
+  std::string StatsJson();
+
+ private:
+  bool MayControl(fuse_req_t req) const;
+  void FillAttr(fuse_ino_t ino, const ForestInode* f, struct stat* st) const;
+  void RefreshLoop() EXCLUDES(refresh_mu_);
+
+  const MountOptions opts_;
+  timespec mount_time_{};
+  std::unique_ptr<BlockStore> store_;
+  BlockCache cache_;
+  MountStats stats_;
+  Tracing tracing_;
+  std::unique_ptr<ForestTable> table_;
+  std::unique_ptr<BlockReader> reader_;
+  std::unique_ptr<Notifier> notifier_;
+  fuse_session* se_ = nullptr;
+
+  Mutex refresh_mu_;
+  CondVar refresh_cv_;
+  bool stop_ GUARDED_BY(refresh_mu_) = false;
+  std::thread refresher_;
+};
+
+}  // namespace fs_internal
+}  // namespace pacset

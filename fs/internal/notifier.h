@@ -1,0 +1,83 @@
+// The notifier thread: every notification pacsetfs sends the kernel about
+// file contents comes from this one thread, never from a request thread.
+//
+//   * pushes freshly fetched blocks whole into the page cache
+//     (fuse_lowlevel_notify_store), so a reader's next faults in a block cost
+//     no request;
+//   * prefetches a forest's metadata and bin blocks when it is first opened
+//     (-o prefetch_bins);
+//   * invalidates the pages of inodes for `drop` (notify_inval_inode).
+//
+// Why a thread of its own: both notifications wait for page locks, and a
+// page stays locked while a read of it is in flight, which needs a request
+// thread to finish. Sent from a request thread, they deadlock once every
+// request thread waits (with -o threads=1, at the first read in flight).
+//
+// Thread-safety: every method may be called from any thread. None throws.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "fs/internal/block_reader.h"
+#include "fs/internal/inodes.h"
+#include "fs/internal/tracing.h"
+#include "util/mutex.h"
+
+namespace pacset {
+namespace fs_internal {
+
+class Notifier {
+ public:
+  // Borrows everything; `se` may be null (nothing is sent to a kernel then).
+  Notifier(fuse_session* se, BlockReader* reader, const Tracing* tracing)
+      : se_(se), reader_(reader), tracing_(tracing) {}
+  ~Notifier() { Stop(); }
+
+  void Start() EXCLUDES(mu_);
+  // Stops the thread. Queued pushes are dropped; queued invalidations still
+  // run (their `then` replies to a request).
+  void Stop() EXCLUDES(mu_);
+
+  // Best effort: dropped when 4096 pushes are already queued.
+  void Push(const std::shared_ptr<ForestInode>& f, uint64_t block) noexcept EXCLUDES(mu_);
+  void PrefetchBins(const std::shared_ptr<ForestInode>& f) noexcept EXCLUDES(mu_);
+  // Drops every page of `inodes` from the page cache (even from live
+  // mappings), then calls `then` on the notifier thread. Never dropped:
+  // `then` runs exactly once, also when Stop comes first.
+  void Invalidate(std::vector<std::shared_ptr<ForestInode>> inodes, std::function<void()> then)
+      EXCLUDES(mu_);
+
+ private:
+  struct Work {
+    enum class Kind { kPush, kPrefetchBins, kInvalidate } kind;
+    std::shared_ptr<ForestInode> inode;                // kPush, kPrefetchBins
+    uint64_t block = 0;                                // kPush
+    std::vector<std::shared_ptr<ForestInode>> inodes;  // kInvalidate
+    std::function<void()> then;                        // kInvalidate
+  };
+  void EnqueueBestEffort(Work w) noexcept EXCLUDES(mu_);
+  void Loop() EXCLUDES(mu_);
+  void Run(Work& w) noexcept;
+  void PushToKernel(const ForestInode& f, uint64_t block, const BlockData& data);
+  void DoPrefetchBins(const std::shared_ptr<ForestInode>& f);
+
+  fuse_session* const se_;
+  BlockReader* const reader_;
+  const Tracing* const tracing_;
+
+  Mutex mu_;
+  CondVar cv_;
+  bool stop_ GUARDED_BY(mu_) = false;
+  size_t best_effort_queued_ GUARDED_BY(mu_) = 0;
+  std::deque<Work> queue_ GUARDED_BY(mu_);
+  std::thread thread_;
+};
+
+}  // namespace fs_internal
+}  // namespace pacset

@@ -1,0 +1,323 @@
+// Mount lifecycle: checks before mounting, the store, the FUSE session,
+// daemonizing, serving until unmounted; unmounting; helper processes.
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <string>
+#include <vector>
+
+#include "fs/control.h"
+#include "fs/internal/filesystem.h"
+#include "fs/internal/log.h"
+#include "fs/pacsetfs.h"
+#include "store/block_store.h"
+#include "trace/trace_writer.h"
+
+namespace pacset {
+namespace {
+
+using fs_internal::Log;
+using fs_internal::PacsetFs;
+
+// statfs always reaches the daemon (stat may be answered from the kernel's
+// attribute cache), so ENOTCONN here means the daemon is gone.
+bool IsStaleMount(const std::string& path) {
+  struct statvfs st;
+  return statvfs(path.c_str(), &st) != 0 && errno == ENOTCONN;
+}
+
+int RunCommand(const std::vector<std::string>& args) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    std::vector<char*> argv;
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    int devnull = open("/dev/null", O_WRONLY);
+    if (devnull >= 0) dup2(devnull, STDERR_FILENO);
+    execvp(argv[0], argv.data());
+    _exit(127);
+  }
+  int status = 0;
+  if (pid < 0 || waitpid(pid, &status, 0) < 0) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// rocksdb:PATH or dir:PATH whose parent directory exists (so a typo in a
+// path is still an error rather than a new store somewhere unexpected).
+bool LocalStoreParentExists(const std::string& uri) {
+  std::string path;
+  if (uri.rfind("rocksdb:", 0) == 0)
+    path = uri.substr(8);
+  else if (uri.rfind("dir:", 0) == 0)
+    path = uri.substr(4);
+  else
+    return false;
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  const size_t slash = path.rfind('/');
+  const std::string parent = slash == std::string::npos ? "."
+                             : slash == 0               ? "/"
+                                                        : path.substr(0, slash);
+  struct stat st;
+  return !path.empty() && stat(parent.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+// A value inside a -o list: libfuse splits the list at unescaped commas, so
+// a comma in a store path would otherwise add mount options of its own.
+std::string EscapeOptionValue(const std::string& v) {
+  std::string out;
+  for (char c : v) {
+    if (c == ',' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+std::vector<std::string> FuseArgs(const MountOptions& opts) {
+  // default_permissions: the kernel enforces the modes pacsetfs reports (the
+  // control file is 0200, its owner's), on top of the daemon's own checks.
+  std::vector<std::string> args = {
+      "pacsetfs", "-o",
+      "fsname=" + EscapeOptionValue("pacsetfs:" + RedactStoreUri(opts.store_uri)) +
+          ",subtype=pacsetfs,default_permissions"};
+  if (opts.read_only) args.insert(args.end(), {"-o", "ro"});
+  if (opts.allow_other) args.insert(args.end(), {"-o", "allow_other"});
+  if (opts.auto_unmount) args.insert(args.end(), {"-o", "auto_unmount"});
+  if (opts.debug) args.push_back("-d");
+  return args;
+}
+
+// The first line of `path`, without its line end.
+StatusOr<std::string> ReadPasswordFile(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Status::FromErrno("password file " + path, errno);
+  char buf[4096];
+  const ssize_t n = read(fd, buf, sizeof(buf));
+  const int err = errno;
+  close(fd);
+  if (n < 0) return Status::FromErrno("password file " + path, err);
+  std::string pw(buf, static_cast<size_t>(n));
+  pw = pw.substr(0, pw.find_first_of("\r\n"));
+  if (pw.empty()) return Status::InvalidArgument("password file " + path + " is empty");
+  return pw;
+}
+
+// The store to serve, opened read-only. A missing local store is created
+// empty first: a mount at boot may come before the first import; forests
+// appear as they are imported.
+StatusOr<std::unique_ptr<BlockStore>> OpenServedStore(const MountOptions& opts,
+                                                      const StoreOptions& so) {
+  const std::string shown = RedactStoreUri(opts.store_uri);
+  auto store = OpenBlockStore(opts.store_uri, so);
+  if (store.status().IsNotFound() && LocalStoreParentExists(opts.store_uri)) {
+    StoreOptions create = so;
+    create.read_only = false;
+    PACSET_RETURN_IF_ERROR(OpenBlockStore(opts.store_uri, create).status());
+    Log(LOG_INFO, "created an empty store at %s", shown.c_str());
+    store = OpenBlockStore(opts.store_uri, so);
+  }
+  if (!store.ok()) return store.status();
+  PACSET_RETURN_IF_ERROR((*store)->List().status().WithContext("store " + shown));
+  return store;
+}
+
+// How a daemon tells the process that started it that the mount is up, or
+// why it failed: one message on a pipe ("0" or "CODE MESSAGE"), then EOF.
+class Readiness {
+ public:
+  explicit Readiness(int fd) : fd_(fd) {}
+  ~Readiness() { Report(Status::Internal("the daemon stopped before it was ready")); }
+  bool pending() const { return fd_ >= 0; }
+  void Report(const Status& s) {
+    if (fd_ < 0) return;
+    const std::string msg =
+        s.ok() ? "0" : std::to_string(static_cast<int>(s.code())) + " " + s.message();
+    (void)!write(fd_, msg.data(), msg.size());
+    close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_;
+};
+
+// Waits for the daemon's Readiness message.
+Status AwaitDaemon(int fd, pid_t daemon) {
+  std::string msg;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof(buf))) > 0 || (n < 0 && errno == EINTR))
+    if (n > 0) msg.append(buf, static_cast<size_t>(n));
+  close(fd);
+  if (msg == "0") return Status::Ok();
+  int wstatus = 0;
+  while (waitpid(daemon, &wstatus, 0) < 0 && errno == EINTR) {
+  }
+  if (msg.empty())
+    return Status::Internal("the daemon died before mounting (" +
+                            (WIFSIGNALED(wstatus)
+                                 ? "signal " + std::to_string(WTERMSIG(wstatus))
+                                 : "exit status " + std::to_string(WEXITSTATUS(wstatus))) +
+                            ")");
+  const size_t space = msg.find(' ');
+  const int code = std::atoi(msg.substr(0, space).c_str());
+  return Status(static_cast<StatusCode>(code),
+                space == std::string::npos ? "" : msg.substr(space + 1));
+}
+
+// Once the mount is up, a daemon leaves the terminal: log to syslog, no
+// standard streams, no working directory that would keep a file system busy.
+void Detach() {
+  fs_internal::LogToSyslog();
+  const int null = open("/dev/null", O_RDWR);
+  if (null >= 0) {
+    dup2(null, STDIN_FILENO);
+    dup2(null, STDOUT_FILENO);
+    dup2(null, STDERR_FILENO);
+    if (null > STDERR_FILENO) close(null);
+  }
+  (void)!chdir("/");
+}
+
+// Opens the store, mounts, and serves until unmounted. `ready` (a daemon's)
+// hears whether the mount came up.
+Status Serve(const MountOptions& opts, const StoreOptions& so, Readiness* ready) {
+  PACSET_ASSIGN_OR_RETURN(std::unique_ptr<BlockStore> store, OpenServedStore(opts, so));
+  std::unique_ptr<TraceWriter> trace;
+  if (!opts.trace_path.empty()) {
+    PACSET_ASSIGN_OR_RETURN(trace, TraceWriter::Open(opts.trace_path, opts.trace_queue_records));
+  }
+  auto fs = std::make_unique<PacsetFs>(opts);
+  PACSET_RETURN_IF_ERROR(fs->Start(std::move(store), std::move(trace)));
+
+  std::vector<std::string> args = FuseArgs(opts);
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  fuse_args fargs = FUSE_ARGS_INIT(static_cast<int>(argv.size()), argv.data());
+  fuse_session* se =
+      fuse_session_new(&fargs, &PacsetFs::Ops(), sizeof(fuse_lowlevel_ops), fs.get());
+  fuse_opt_free_args(&fargs);  // what libfuse added to them; the session keeps copies
+  if (!se) return Status::InvalidArgument("libfuse rejected the mount options");
+  if (fuse_set_signal_handlers(se) != 0) {
+    fuse_session_destroy(se);
+    return Status::Internal("cannot install signal handlers");
+  }
+  if (fuse_session_mount(se, opts.mountpoint.c_str()) != 0) {
+    fuse_remove_signal_handlers(se);
+    fuse_session_destroy(se);
+    return Status::IOError("cannot mount on " + opts.mountpoint + " (is /dev/fuse available?)");
+  }
+  if (ready) {
+    ready->Report(Status::Ok());
+    Detach();
+  }
+
+  Status status;
+  fs->StartThreads(se);
+  Log(LOG_INFO, "serving %s on %s", RedactStoreUri(opts.store_uri).c_str(),
+      opts.mountpoint.c_str());
+  fuse_loop_config* cfg = fuse_loop_cfg_create();
+  fuse_loop_cfg_set_max_threads(cfg, static_cast<unsigned>(opts.max_threads));
+  fuse_loop_cfg_set_idle_threads(cfg, static_cast<unsigned>(std::max(2, opts.max_threads / 2)));
+  const int rc = fuse_session_loop_mt(se, cfg);
+  fuse_loop_cfg_destroy(cfg);
+  fs->StopThreads();
+  if (rc != 0 && rc != SIGTERM && rc != SIGINT && rc != SIGHUP)
+    status = Status::IOError("FUSE session ended with error " + std::to_string(rc));
+  Status ts = fs->CloseTrace();
+  if (status.ok()) status = ts;
+  fuse_session_unmount(se);
+  fuse_remove_signal_handlers(se);
+  fuse_session_destroy(se);
+  fs.reset();
+  return status;
+}
+
+}  // namespace
+
+Status RunMount(const MountOptions& in) {
+  MountOptions opts = in;
+  if (opts.store_uri.empty()) opts.store_uri = DefaultStoreUri();
+  char real[PATH_MAX];
+  if (IsStaleMount(opts.mountpoint)) {
+    // A previous daemon died without unmounting: clear the dead mount first.
+    Log(LOG_WARNING, "%s is a stale mount (daemon gone); unmounting it", opts.mountpoint.c_str());
+    if (umount2(opts.mountpoint.c_str(), MNT_DETACH) != 0)
+      RunCommand({"fusermount3", "-uz", opts.mountpoint});
+    if (IsStaleMount(opts.mountpoint))
+      return Status::IOError(opts.mountpoint + " is a stale mount that cannot be cleared");
+  }
+  if (!realpath(opts.mountpoint.c_str(), real))
+    return Status::FromErrno("mount point " + opts.mountpoint, errno);
+  opts.mountpoint = real;
+  struct stat st;
+  if (stat(real, &st) != 0 || !S_ISDIR(st.st_mode))
+    return Status::InvalidArgument("mount point " + opts.mountpoint + " is not a directory");
+  if (!opts.trace_path.empty() && opts.trace_path[0] != '/') {
+    if (!getcwd(real, sizeof(real))) return Status::FromErrno("getcwd", errno);
+    opts.trace_path = std::string(real) + "/" + opts.trace_path;
+  }
+
+  StoreOptions so;
+  so.read_only = true;
+  // One store call must fit well inside the fetch deadline.
+  so.io_timeout_ms = std::clamp(opts.store_timeout_ms / 2, 100, 5000);
+  so.connect_timeout_ms = so.io_timeout_ms;
+  if (!opts.password_file.empty()) {
+    PACSET_ASSIGN_OR_RETURN(so.password, ReadPasswordFile(opts.password_file));
+  }
+  if (opts.foreground) return Serve(opts, so, nullptr);
+
+  // In the background, the daemon is a child that opens the store itself:
+  // nothing here may open it before fork() (RocksDB's thread pools would be
+  // inherited without their threads, and the daemon crash at exit). Errors
+  // up to the mount still reach this terminal through the pipe.
+  int pipefd[2];
+  if (pipe2(pipefd, O_CLOEXEC) != 0) return Status::FromErrno("pipe", errno);
+  const pid_t pid = fork();
+  if (pid < 0) {
+    close(pipefd[0]);
+    close(pipefd[1]);
+    return Status::FromErrno("fork", errno);
+  }
+  if (pid == 0) {
+    close(pipefd[0]);
+    setsid();
+    Readiness ready(pipefd[1]);
+    Status s = Serve(opts, so, &ready);
+    if (ready.pending()) {
+      ready.Report(s);
+    } else if (!s.ok()) {
+      Log(LOG_ERR, "%s: %s", opts.mountpoint.c_str(), s.ToString().c_str());
+    }
+    std::exit(s.ok() ? 0 : 1);
+  }
+  close(pipefd[1]);
+  return AwaitDaemon(pipefd[0], pid);
+}
+
+Status Unmount(const std::string& mountpoint) {
+  if (geteuid() == 0) {
+    if (umount2(mountpoint.c_str(), 0) == 0) return Status::Ok();
+    if (errno == EBUSY) return Status::FromErrno("cannot unmount " + mountpoint, errno);
+  }
+  const int rc = RunCommand({"fusermount3", "-u", mountpoint});
+  if (rc == 0) return Status::Ok();
+  if (IsStaleMount(mountpoint) && RunCommand({"fusermount3", "-uz", mountpoint}) == 0)
+    return Status::Ok();
+  return Status::IOError("cannot unmount " + mountpoint + " (not a pacsetfs mount, or busy)");
+}
+
+Status DropCaches(const std::string& mountpoint, const std::string& name) {
+  return SendControlCommand(mountpoint, ControlCommand::Drop(name.empty() ? "*" : name));
+}
+
+}  // namespace pacset

@@ -1,0 +1,94 @@
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+
+#include "fs/pacsetfs.h"
+
+namespace pacset {
+
+Status ParseMountOptionString(const std::string& list, MountOptions* o) {
+  // Mount-table options that mean nothing to this filesystem.
+  static const char* kIgnored[] = {"dev",      "nodev", "suid",    "nosuid",   "exec",  "noexec",
+                                   "defaults", "auto",  "noauto",  "user",     "users", "nofail",
+                                   "_netdev",  "atime", "noatime", "relatime", "async", "sync",
+                                   "nouser",   "owner", "group"};
+  size_t pos = 0;
+  while (pos <= list.size()) {
+    size_t c = list.find(',', pos);
+    if (c == std::string::npos) c = list.size();
+    const std::string opt = list.substr(pos, c - pos);
+    pos = c + 1;
+    if (opt.empty()) continue;
+    const size_t eq = opt.find('=');
+    const std::string key = opt.substr(0, eq);
+    const std::string val = eq == std::string::npos ? "" : opt.substr(eq + 1);
+    auto number = [&](uint64_t* out) -> Status {
+      char* end = nullptr;
+      unsigned long long v = std::strtoull(val.c_str(), &end, 10);
+      uint64_t mult = 1;
+      std::string suffix = end ? end : "";
+      if (suffix == "K" || suffix == "KiB" || suffix == "k")
+        mult = 1024;
+      else if (suffix == "M" || suffix == "MiB")
+        mult = 1 << 20;
+      else if (suffix == "G" || suffix == "GiB")
+        mult = 1ull << 30;
+      else if (!suffix.empty())
+        return Status::InvalidArgument("option " + key + ": '" + val + "' is not a number");
+      if (val.empty()) return Status::InvalidArgument("option " + key + " needs a value");
+      *out = v * mult;
+      return Status::Ok();
+    };
+    uint64_t v = 0;
+    if (std::find(std::begin(kIgnored), std::end(kIgnored), key) != std::end(kIgnored) ||
+        key.rfind("x-", 0) == 0 || key == "comment") {
+      continue;
+    } else if (key == "ro") {
+      o->read_only = true;
+    } else if (key == "rw") {
+      o->read_only = false;
+    } else if (key == "password_file") {
+      if (val.empty()) return Status::InvalidArgument("option password_file needs a path");
+      o->password_file = val;
+    } else if (key == "allow_other") {
+      o->allow_other = true;
+    } else if (key == "auto_unmount") {
+      o->auto_unmount = true;
+    } else if (key == "no_auto_unmount") {
+      o->auto_unmount = false;
+    } else if (key == "store") {
+      o->store_uri = val;
+    } else if (key == "cache_size") {
+      PACSET_RETURN_IF_ERROR(number(&v));
+      o->cache_bytes = v;
+    } else if (key == "trace") {
+      o->trace_path = val;
+    } else if (key == "store_timeout") {
+      PACSET_RETURN_IF_ERROR(number(&v));
+      o->store_timeout_ms = static_cast<int>(v);
+    } else if (key == "catalog_refresh") {
+      PACSET_RETURN_IF_ERROR(number(&v));
+      o->catalog_refresh_ms = static_cast<int>(std::max<uint64_t>(v, 10));
+    } else if (key == "push_blocks") {
+      o->push_blocks = true;
+    } else if (key == "no_push_blocks") {
+      o->push_blocks = false;
+    } else if (key == "prefetch_bins") {
+      o->prefetch_bins = true;
+    } else if (key == "readahead") {
+      PACSET_RETURN_IF_ERROR(number(&v));
+      o->max_readahead = static_cast<uint32_t>(std::min<uint64_t>(v, 1 << 20));
+    } else if (key == "threads") {
+      PACSET_RETURN_IF_ERROR(number(&v));
+      o->max_threads = static_cast<int>(std::clamp<uint64_t>(v, 1, 1024));
+    } else if (key == "debug") {
+      o->debug = true;
+      o->foreground = true;
+    } else {
+      return Status::InvalidArgument("unknown mount option '" + key + "'");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace pacset

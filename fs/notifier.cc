@@ -1,0 +1,144 @@
+#include "fs/internal/notifier.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "layout/block.h"
+#include "layout/pac_format.h"
+#include "trace/trace_format.h"
+
+namespace pacset {
+namespace fs_internal {
+
+void Notifier::Start() {
+  {
+    MutexLock lock(&mu_);
+    stop_ = false;
+  }
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void Notifier::Stop() {
+  {
+    MutexLock lock(&mu_);
+    stop_ = true;
+  }
+  cv_.SignalAll();
+  if (thread_.joinable()) thread_.join();
+  // Whatever is left: invalidations still owe their requests a reply.
+  std::deque<Work> left;
+  {
+    MutexLock lock(&mu_);
+    left.swap(queue_);
+    best_effort_queued_ = 0;
+  }
+  for (Work& w : left)
+    if (w.kind == Work::Kind::kInvalidate) Run(w);
+}
+
+void Notifier::Push(const std::shared_ptr<ForestInode>& f, uint64_t block) noexcept {
+  Work w{Work::Kind::kPush, f, block, {}, {}};
+  EnqueueBestEffort(std::move(w));
+}
+
+void Notifier::PrefetchBins(const std::shared_ptr<ForestInode>& f) noexcept {
+  Work w{Work::Kind::kPrefetchBins, f, 0, {}, {}};
+  EnqueueBestEffort(std::move(w));
+}
+
+void Notifier::EnqueueBestEffort(Work w) noexcept {
+  try {
+    MutexLock lock(&mu_);
+    if (best_effort_queued_ >= 4096) return;  // best effort
+    queue_.push_back(std::move(w));
+    ++best_effort_queued_;
+  } catch (...) {
+    return;  // out of memory: a push is only an optimisation
+  }
+  cv_.SignalAll();
+}
+
+void Notifier::Invalidate(std::vector<std::shared_ptr<ForestInode>> inodes,
+                          std::function<void()> then) {
+  {
+    MutexLock lock(&mu_);
+    queue_.push_back({Work::Kind::kInvalidate, nullptr, 0, std::move(inodes), std::move(then)});
+  }
+  cv_.SignalAll();
+}
+
+void Notifier::PushToKernel(const ForestInode& f, uint64_t block, const BlockData& data) {
+  if (!se_) return;
+  fuse_bufvec bv = FUSE_BUFVEC_INIT(data->size());
+  bv.buf[0].mem = const_cast<char*>(data->data());
+  const int rc = fuse_lowlevel_notify_store(se_, f.ino, block * f.info.block_size, &bv,
+                                            static_cast<fuse_buf_copy_flags>(0));
+  if (rc == 0) f.stats->pushed.fetch_add(1, std::memory_order_relaxed);
+}
+
+void Notifier::DoPrefetchBins(const std::shared_ptr<ForestInode>& f) {
+  BlockCache::Source src;
+  auto b0 = reader_->Get(*f, 0, &src);
+  if (!b0.ok()) return;
+  auto h = PacHeader::DecodeFrom((*b0)->data(), f->info.block_size - kBlockTrailerSize, f->name);
+  if (!h.ok()) return;
+  const uint64_t n =
+      std::min<uint64_t>(h->node_first_block + h->bin_block_count, f->info.block_count);
+  for (uint64_t b = 0; b < n; ++b) {
+    const uint64_t t0 = MonotonicNowNs();
+    auto d = reader_->Get(*f, b, &src);
+    tracing_->RecordAccess(*f, b, src, 0, static_cast<uint32_t>(getpid()), MonotonicNowNs() - t0,
+                           d.ok(), /*prefetch=*/true);
+    if (!d.ok()) return;
+    f->stats->prefetched.fetch_add(1, std::memory_order_relaxed);
+    PushToKernel(*f, b, *d);
+  }
+}
+
+void Notifier::Run(Work& w) noexcept {
+  try {
+    switch (w.kind) {
+      case Work::Kind::kPush: {
+        // Usually a cache hit (it was just fetched); not counted as a read.
+        auto d = reader_->GetUncounted(*w.inode, w.block);
+        if (d.ok()) PushToKernel(*w.inode, w.block, *d);
+        break;
+      }
+      case Work::Kind::kPrefetchBins:
+        DoPrefetchBins(w.inode);
+        break;
+      case Work::Kind::kInvalidate:
+        if (se_)
+          for (auto& f : w.inodes) fuse_lowlevel_notify_inval_inode(se_, f->ino, 0, 0);
+        break;
+    }
+  } catch (...) {
+    // Pushes and prefetches are optimisations; an invalidation's `then` still runs.
+  }
+  if (w.then) {
+    try {
+      w.then();
+    } catch (...) {
+      // `then` replies to a request and is written not to throw.
+    }
+  }
+}
+
+void Notifier::Loop() {
+  mu_.Lock();
+  while (true) {
+    while (!stop_ && queue_.empty()) cv_.Wait(&mu_);
+    if (stop_) break;
+    Work w = std::move(queue_.front());
+    queue_.pop_front();
+    if (w.kind != Work::Kind::kInvalidate) --best_effort_queued_;
+    mu_.Unlock();
+    Run(w);
+    mu_.Lock();
+  }
+  mu_.Unlock();
+}
+
+}  // namespace fs_internal
+}  // namespace pacset

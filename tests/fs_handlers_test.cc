@@ -1,0 +1,264 @@
+// The FUSE handlers through real libfuse, with a fake kernel: the session's
+// /dev/fuse is replaced (fuse_session_custom_io) by this test, which feeds
+// requests with fuse_session_process_buf and reads every reply libfuse
+// writes. It can make a reply fail as an interrupted request's does
+// (writev: ENOENT) and stand for any uid. The store is a real directory
+// store behind FaultInjectionStore (and, where a test needs it, a wrapper
+// that throws).
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <linux/fuse.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fs/internal/filesystem.h"
+#include "store/fault_injection_store.h"
+#include "store_test_util.h"
+
+namespace pacset {
+namespace {
+
+using fs_internal::PacsetFs;
+using store_test::TempDir;
+using store_test::WriteForest;
+
+// Forwards to a real store; List throws while `throw_on_list` is set (a bug
+// or an allocation failure anywhere below a handler).
+class ThrowingStore final : public BlockStore {
+ public:
+  explicit ThrowingStore(std::unique_ptr<BlockStore> inner) : inner_(std::move(inner)) {}
+  std::atomic<bool> throw_on_list{false};
+  StatusOr<std::unique_ptr<GenerationWriter>> BeginGeneration(const std::string& n, uint32_t bs,
+                                                              uint64_t c) override {
+    return inner_->BeginGeneration(n, bs, c);
+  }
+  StatusOr<ForestInfo> Lookup(const std::string& n) override { return inner_->Lookup(n); }
+  StatusOr<std::vector<ForestInfo>> List() override {
+    if (throw_on_list) throw std::runtime_error("injected failure");
+    return inner_->List();
+  }
+  Status Delete(const std::string& n) override { return inner_->Delete(n); }
+  Status Pin(const std::string& n, uint64_t g) override { return inner_->Pin(n, g); }
+  Status Unpin(const std::string& n, uint64_t g) override { return inner_->Unpin(n, g); }
+  StatusOr<uint64_t> CollectGarbage() override { return inner_->CollectGarbage(); }
+  StatusOr<StoreStats> Stat() override { return inner_->Stat(); }
+
+ protected:
+  Status ReadBlocks(const ForestInfo& f, const std::vector<uint64_t>& blocks,
+                    std::vector<std::string>* out) override {
+    return inner_->MultiGet(f, blocks, out);
+  }
+
+ private:
+  std::unique_ptr<BlockStore> inner_;
+};
+
+struct Reply {
+  int error = 0;  // negative errno, as in fuse_out_header
+  std::string payload;
+};
+
+class FakeKernel {
+ public:
+  explicit FakeKernel(PacsetFs* fs) {
+    static const char* argv[] = {"pacsetfs-test"};
+    args_ = FUSE_ARGS_INIT(1, const_cast<char**>(argv));
+    se_ = fuse_session_new(&args_, &PacsetFs::Ops(), sizeof(fuse_lowlevel_ops), fs);
+    fuse_custom_io io{};
+    io.writev = &FakeKernel::Writev;
+    io.read = [](int, void*, size_t, void*) -> ssize_t { return 0; };
+    current_ = this;
+    EXPECT_EQ(fuse_session_custom_io(se_, &io, open("/dev/null", O_RDWR | O_CLOEXEC)), 0);
+    fuse_init_in init{};
+    init.major = FUSE_KERNEL_VERSION;
+    init.minor = 31;
+    init.max_readahead = 128 << 10;
+    Send(FUSE_INIT, 0, &init, sizeof(init));
+  }
+  ~FakeKernel() {
+    fuse_session_destroy(se_);
+    fuse_opt_free_args(&args_);
+    current_ = nullptr;
+  }
+  fuse_session* session() { return se_; }
+
+  // Sends one request; returns its unique id. `uid` is the requester.
+  uint64_t Send(uint32_t opcode, uint64_t nodeid, const void* arg, size_t arg_size,
+                uint32_t uid = 0, const std::string& tail = "") {
+    fuse_in_header h{};
+    h.len = static_cast<uint32_t>(sizeof(h) + arg_size + tail.size());
+    h.opcode = opcode;
+    h.unique = ++unique_;
+    h.nodeid = nodeid;
+    h.uid = uid;
+    h.pid = 1;
+    std::string msg(reinterpret_cast<const char*>(&h), sizeof(h));
+    msg.append(static_cast<const char*>(arg), arg_size);
+    msg += tail;
+    fuse_buf buf{};
+    buf.size = msg.size();
+    buf.mem = msg.data();
+    fuse_session_process_buf(se_, &buf);
+    return h.unique;
+  }
+  // The reply to `unique`, or none (error 1) if there was none yet.
+  Reply ReplyTo(uint64_t unique) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = replies_.find(unique);
+    return it == replies_.end() ? Reply{1, ""} : it->second.back();
+  }
+  size_t ReplyCount(uint64_t unique) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = replies_.find(unique);
+    return it == replies_.end() ? 0 : it->second.size();
+  }
+  // The reply to the next request fails as when the request was interrupted.
+  void FailNextReply() {
+    std::lock_guard<std::mutex> lock(mu_);
+    fail_next_ = true;
+  }
+
+  uint64_t Lookup(const std::string& name, uint32_t uid = 0) {
+    return Send(FUSE_LOOKUP, FUSE_ROOT_ID, "", 0, uid, name + std::string(1, '\0'));
+  }
+  uint64_t Open(uint64_t ino, int flags, uint32_t uid = 0) {
+    fuse_open_in in{};
+    in.flags = static_cast<uint32_t>(flags);
+    return Send(FUSE_OPEN, ino, &in, sizeof(in), uid);
+  }
+  uint64_t Write(uint64_t ino, const std::string& data, uint32_t uid = 0) {
+    fuse_write_in in{};
+    in.size = static_cast<uint32_t>(data.size());
+    return Send(FUSE_WRITE, ino, &in, sizeof(in), uid, data);
+  }
+  void Forget(uint64_t ino, uint64_t n) {
+    fuse_forget_in in{};
+    in.nlookup = n;
+    Send(FUSE_FORGET, ino, &in, sizeof(in));
+  }
+  static uint64_t EntryIno(const Reply& r) {
+    fuse_entry_out e{};
+    std::memcpy(&e, r.payload.data(), std::min(sizeof(e), r.payload.size()));
+    return e.nodeid;
+  }
+
+ private:
+  static ssize_t Writev(int, struct iovec* iov, int count, void*) {
+    std::string msg;
+    for (int i = 0; i < count; ++i) msg.append(static_cast<char*>(iov[i].iov_base), iov[i].iov_len);
+    fuse_out_header h{};
+    std::memcpy(&h, msg.data(), sizeof(h));
+    if (h.unique == 0) return static_cast<ssize_t>(msg.size());  // a notification
+    std::lock_guard<std::mutex> lock(current_->mu_);
+    if (current_->fail_next_) {
+      current_->fail_next_ = false;
+      errno = ENOENT;
+      return -1;
+    }
+    current_->replies_[h.unique].push_back({h.error, msg.substr(sizeof(h))});
+    return static_cast<ssize_t>(msg.size());
+  }
+
+  static inline FakeKernel* current_ = nullptr;
+  fuse_args args_{};  // libfuse may add arguments: freed with the session
+  fuse_session* se_ = nullptr;
+  uint64_t unique_ = 0;
+  std::mutex mu_;  // replies come from request and notifier threads
+  bool fail_next_ = false;
+  std::map<uint64_t, std::vector<Reply>> replies_;
+};
+
+constexpr uint64_t kControlIno = 4;
+
+struct Fixture {
+  TempDir dir;
+  FaultInjectionStore* store = nullptr;  // owned by fs
+  ThrowingStore* thrower = nullptr;      // owned by fs
+  std::unique_ptr<PacsetFs> fs;
+  std::unique_ptr<FakeKernel> kernel;
+
+  explicit Fixture(MountOptions opts = {}) {
+    auto real = OpenBlockStore("dir:" + dir.path() + "/store").value();
+    EXPECT_TRUE(WriteForest(*real, "f", 4096, 4).ok());
+    auto faults = std::make_unique<FaultInjectionStore>(std::move(real));
+    store = faults.get();
+    auto throwing = std::make_unique<ThrowingStore>(std::move(faults));
+    thrower = throwing.get();
+    opts.mountpoint = "/fake";
+    opts.store_uri = "dir:" + dir.path() + "/store";
+    fs = std::make_unique<PacsetFs>(opts);
+    EXPECT_TRUE(fs->Start(std::move(throwing), nullptr).ok());
+    kernel = std::make_unique<FakeKernel>(fs.get());
+    fs->StartThreads(kernel->session());
+  }
+  ~Fixture() {
+    fs->StopThreads();
+    kernel.reset();
+  }
+};
+
+TEST(FsHandlers, AnOpenWhoseReplyFailsGivesItsPinBack) {
+  Fixture t;
+  const Reply entry = t.kernel->ReplyTo(t.kernel->Lookup("f.pac"));
+  ASSERT_EQ(entry.error, 0);
+  const uint64_t ino = FakeKernel::EntryIno(entry);
+  // The kernel gave up on this open (interrupted): it will send no release.
+  t.kernel->FailNextReply();
+  t.kernel->Open(ino, O_RDONLY);
+  EXPECT_EQ(t.store->pin_calls(), 1u);
+  t.kernel->Forget(ino, 1);  // the kernel forgets the inode: nothing may hold its pin
+  EXPECT_EQ(t.store->pins_held(), 0) << "a failed open reply leaked its pin";
+  // A normal open still pins.
+  const uint64_t ino2 = FakeKernel::EntryIno(t.kernel->ReplyTo(t.kernel->Lookup("f.pac")));
+  EXPECT_EQ(t.kernel->ReplyTo(t.kernel->Open(ino2, O_RDONLY)).error, 0);
+  EXPECT_EQ(t.store->pins_held(), 1);
+}
+
+TEST(FsHandlers, AnExceptionBelowAHandlerBecomesOneEioReply) {
+  Fixture t;
+  t.thrower->throw_on_list = true;  // a lookup refreshes the catalog first,
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));  // unless it is younger than 100 ms
+  const uint64_t u = t.kernel->Lookup("f.pac");
+  EXPECT_EQ(t.kernel->ReplyCount(u), 1u);
+  EXPECT_EQ(t.kernel->ReplyTo(u).error, -EIO);
+  t.thrower->throw_on_list = false;
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));  // past the refresh throttle
+  EXPECT_EQ(t.kernel->ReplyTo(t.kernel->Lookup("f.pac")).error, 0);
+}
+
+TEST(FsHandlers, OnlyTheMountingUserAndRootMayUseTheControlFile) {
+  Fixture t;
+  const uint32_t me = getuid();
+  const uint32_t other = 12345;  // neither root nor the mounting user
+  EXPECT_EQ(t.kernel->ReplyTo(t.kernel->Open(kControlIno, O_WRONLY, other)).error, -EACCES);
+  EXPECT_EQ(t.kernel->ReplyTo(t.kernel->Write(kControlIno, "drop *\n", other)).error, -EACCES);
+  EXPECT_EQ(t.kernel->ReplyTo(t.kernel->Open(kControlIno, O_WRONLY, me)).error, 0);
+  EXPECT_EQ(t.kernel->ReplyTo(t.kernel->Open(kControlIno, O_WRONLY, 0)).error, 0);
+  EXPECT_EQ(t.kernel->ReplyTo(t.kernel->Write(kControlIno, "dropX\n", me)).error, -EINVAL);
+  EXPECT_EQ(t.kernel->ReplyTo(t.kernel->Write(kControlIno, "drop nosuch\n", me)).error, -ENOENT);
+  // A drop is replied by the notifier thread once done.
+  const uint64_t u = t.kernel->Write(kControlIno, "drop *\n", me);
+  for (int i = 0; i < 500 && t.kernel->ReplyCount(u) == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(t.kernel->ReplyCount(u), 1u);
+  EXPECT_EQ(t.kernel->ReplyTo(u).error, 0);
+}
+
+TEST(FsHandlers, AReadOnlyMountRefusesTheControlFile) {
+  MountOptions o;
+  o.read_only = true;
+  Fixture t(o);
+  EXPECT_EQ(t.kernel->ReplyTo(t.kernel->Open(kControlIno, O_WRONLY)).error, -EROFS);
+  EXPECT_EQ(t.kernel->ReplyTo(t.kernel->Write(kControlIno, "drop *\n")).error, -EROFS);
+}
+
+}  // namespace
+}  // namespace pacset

@@ -1,0 +1,425 @@
+// Unit tests of fs/ below the FUSE boundary: the block cache (single flight,
+// eviction), the block reader (retries, deadline, corruption), the forest
+// table (pins, generations, no lock across store calls), mount options, the
+// control protocol and the errno mapping. Stores are real directory stores,
+// wrapped in FaultInjectionStore where a test needs a slow or failing one.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "fs/block_cache.h"
+#include "fs/control.h"
+#include "fs/errno.h"
+#include "fs/internal/block_reader.h"
+#include "fs/internal/forest_table.h"
+#include "fs/pacsetfs.h"
+#include "fs/stats.h"
+#include "store/fault_injection_store.h"
+#include "store_test_util.h"
+
+namespace pacset {
+namespace {
+
+using fs_internal::BlockReader;
+using fs_internal::ForestInode;
+using fs_internal::ForestTable;
+using store_test::MakeBlock;
+using store_test::TempDir;
+using store_test::WriteForest;
+
+constexpr uint32_t kBs = 4096;
+
+// A real dir: store with forests, behind a fault-injecting wrapper.
+struct StoreFixture {
+  TempDir dir;
+  std::unique_ptr<BlockStore> real;
+  std::unique_ptr<FaultInjectionStore> store;
+  StoreFixture() {
+    real = OpenBlockStore("dir:" + dir.path() + "/store").value();
+    store = std::make_unique<FaultInjectionStore>(real.get());
+  }
+};
+
+std::shared_ptr<ForestInode> InodeOf(const ForestInfo& info) {
+  auto f = std::make_shared<ForestInode>();
+  f->ino = 16;
+  f->name = info.name;
+  f->forest_id = 1;
+  f->info = info;
+  f->stats = std::make_shared<ForestStats>();
+  return f;
+}
+
+// ---- block cache ----
+
+TEST(BlockCache, ConcurrentMissesOfOneBlockFetchItOnce) {
+  BlockCache cache(1 << 20);
+  std::atomic<int> fetches{0};
+  std::atomic<int> from_store{0}, joined{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 8; ++i)
+    threads.emplace_back([&] {
+      BlockCache::Source src;
+      auto r = cache.GetOrFetch(
+          {1, 1, 7},
+          [&](std::string* out) {
+            fetches++;
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+            *out = MakeBlock(kBs, 7, 1);
+            return Status::Ok();
+          },
+          &src);
+      ASSERT_TRUE(r.ok());
+      EXPECT_EQ(**r, MakeBlock(kBs, 7, 1));
+      (src == BlockCache::Source::kStore ? from_store : joined)++;
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(fetches.load(), 1);
+  EXPECT_EQ(from_store.load(), 1);
+  EXPECT_EQ(joined.load(), 7);
+}
+
+TEST(BlockCache, FailedFetchIsSharedByWaitersAndNotCached) {
+  BlockCache cache(1 << 20);
+  int fetches = 0;
+  auto fail = [&](std::string*) {
+    fetches++;
+    return Status::Unavailable("store down");
+  };
+  EXPECT_EQ(cache.GetOrFetch({1, 1, 0}, fail).status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(cache.GetOrFetch({1, 1, 0}, fail).status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(fetches, 2);
+  EXPECT_EQ(cache.bytes(), 0u);
+}
+
+TEST(BlockCache, EvictsLeastRecentlyUsedWithinItsBound) {
+  BlockCache cache(3 * kBs);
+  int fetches = 0;
+  auto fetch = [&](uint64_t b) {
+    return [&, b](std::string* out) {
+      fetches++;
+      *out = MakeBlock(kBs, b, 1);
+      return Status::Ok();
+    };
+  };
+  for (uint64_t b = 0; b < 3; ++b) ASSERT_TRUE(cache.GetOrFetch({1, 1, b}, fetch(b)).ok());
+  ASSERT_TRUE(cache.GetOrFetch({1, 1, 0}, fetch(0)).ok());  // 0 is now the most recent
+  ASSERT_TRUE(cache.GetOrFetch({1, 1, 3}, fetch(3)).ok());  // evicts 1
+  EXPECT_EQ(fetches, 4);
+  EXPECT_LE(cache.bytes(), 3 * kBs);
+  BlockCache::Source src;
+  ASSERT_TRUE(cache.GetOrFetch({1, 1, 0}, fetch(0), &src).ok());
+  EXPECT_EQ(src, BlockCache::Source::kCache);
+  ASSERT_TRUE(cache.GetOrFetch({1, 1, 1}, fetch(1), &src).ok());
+  EXPECT_EQ(src, BlockCache::Source::kStore);
+  // A block larger than the whole cache is served but never cached.
+  BlockCache tiny(kBs / 2);
+  ASSERT_TRUE(tiny.GetOrFetch({1, 1, 0}, fetch(0)).ok());
+  EXPECT_EQ(tiny.bytes(), 0u);
+}
+
+TEST(BlockCache, DropsOneForestOrOneGenerationOrAll) {
+  BlockCache cache(1 << 20);
+  auto fetch = [](std::string* out) {
+    *out = std::string(kBs, 'x');
+    return Status::Ok();
+  };
+  for (uint32_t forest : {1u, 2u})
+    for (uint64_t gen : {1u, 2u}) ASSERT_TRUE(cache.GetOrFetch({forest, gen, 0}, fetch).ok());
+  EXPECT_EQ(cache.bytes(), 4 * kBs);
+  cache.DropGeneration(1, 1);
+  EXPECT_EQ(cache.bytes(), 3 * kBs);
+  cache.Drop(2);
+  EXPECT_EQ(cache.bytes(), 1 * kBs);
+  cache.Drop(0);
+  EXPECT_EQ(cache.bytes(), 0u);
+}
+
+// ---- block reader ----
+
+TEST(BlockReader, ServesVerifiedBlocksAndCountsWhereTheyCameFrom) {
+  StoreFixture s;
+  ASSERT_TRUE(WriteForest(*s.store, "f", kBs, 4).ok());
+  auto f = InodeOf(s.store->Lookup("f").value());
+  BlockCache cache(1 << 20);
+  BlockReader reader(s.store.get(), &cache, "test store", 2000);
+  BlockCache::Source src;
+  auto b = reader.Get(*f, 2, &src);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ(**b, MakeBlock(kBs, 2, 1));
+  EXPECT_EQ(src, BlockCache::Source::kStore);
+  ASSERT_TRUE(reader.Get(*f, 2, &src).ok());
+  EXPECT_EQ(src, BlockCache::Source::kCache);
+  EXPECT_EQ(f->stats->blocks_fetched.load(), 1u);
+  EXPECT_EQ(f->stats->cache_hits.load(), 1u);
+}
+
+TEST(BlockReader, RetriesACorruptBlockOnceThenFailsWithoutCachingIt) {
+  StoreFixture s;
+  ASSERT_TRUE(WriteForest(*s.store, "f", kBs, 4).ok());
+  auto f = InodeOf(s.store->Lookup("f").value());
+  s.store->CorruptBlock(1);
+  BlockCache cache(1 << 20);
+  BlockReader reader(s.store.get(), &cache, "test store", 2000);
+  BlockCache::Source src;
+  const uint64_t reads = s.store->read_calls();
+  auto b = reader.Get(*f, 1, &src);
+  EXPECT_EQ(b.status().code(), StatusCode::kCorruption);
+  EXPECT_EQ(StatusToErrno(b.status()), EIO);
+  EXPECT_EQ(s.store->read_calls() - reads, 2u);  // the read and one retry
+  EXPECT_EQ(f->stats->corrupt_blocks.load(), 2u);
+  EXPECT_EQ(cache.bytes(), 0u);
+  s.store->ClearFaults();
+  ASSERT_TRUE(reader.Get(*f, 1, &src).ok());
+}
+
+TEST(BlockReader, AnUnreachableStoreFailsByTheDeadlineThenFastUntilItAnswers) {
+  StoreFixture s;
+  ASSERT_TRUE(WriteForest(*s.store, "f", kBs, 4).ok());
+  auto f = InodeOf(s.store->Lookup("f").value());
+  s.store->FailAllReads(StatusCode::kUnavailable);
+  BlockCache cache(1 << 20);
+  BlockReader reader(s.store.get(), &cache, "test store", 300);
+  BlockCache::Source src;
+  auto b = reader.Get(*f, 0, &src);
+  EXPECT_EQ(b.status().code(), StatusCode::kDeadlineExceeded);
+  EXPECT_GT(f->stats->store_retries.load(), 0u);
+  // Known down: the next fetch does not go to the store at all.
+  const uint64_t reads = s.store->read_calls();
+  EXPECT_EQ(reader.Get(*f, 1, &src).status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(s.store->read_calls(), reads);
+  s.store->ClearFaults();
+  std::this_thread::sleep_for(std::chrono::milliseconds(350));  // the quiet period (300 ms)
+  EXPECT_TRUE(reader.Get(*f, 1, &src).ok());
+}
+
+// ---- forest table ----
+
+struct TableFixture : StoreFixture {
+  BlockCache cache{1 << 20};
+  MountStats stats;
+  ForestTable table{store.get(), &cache, &stats};
+};
+
+TEST(ForestTable, PinsAnOpenGenerationOnceAndUnpinsItWhenReplacedAndClosed) {
+  TableFixture t;
+  ASSERT_TRUE(WriteForest(*t.store, "f", kBs, 2).ok());
+  ASSERT_TRUE(t.table.Refresh().ok());
+  auto f = t.table.Lookup("f");
+  ASSERT_NE(f, nullptr);
+  bool first = false;
+  ASSERT_TRUE(t.table.Open(f, &first).ok());
+  EXPECT_TRUE(first);
+  ASSERT_TRUE(t.table.Open(f, &first).ok());
+  EXPECT_FALSE(first);
+  EXPECT_EQ(t.store->pins_held(), 1);
+  // A new generation: the old one stays pinned while open.
+  ASSERT_TRUE(WriteForest(*t.store, "f", kBs, 2).ok());
+  auto changed = t.table.Refresh();
+  ASSERT_TRUE(changed.ok());
+  EXPECT_EQ(*changed, std::vector<std::string>{"f"});
+  EXPECT_EQ(t.store->pins_held(), 1);
+  t.table.Release(f->ino);
+  EXPECT_EQ(t.store->pins_held(), 1);
+  t.table.Release(f->ino);
+  EXPECT_EQ(t.store->pins_held(), 0);
+  auto g = t.table.Lookup("f");
+  EXPECT_NE(g->ino, f->ino);
+  EXPECT_EQ(g->info.generation, f->info.generation + 1);
+}
+
+TEST(ForestTable, AFailedOpenCountsNothingAndHoldsNoPin) {
+  TableFixture t;
+  ASSERT_TRUE(WriteForest(*t.store, "f", kBs, 2).ok());
+  ASSERT_TRUE(t.table.Refresh().ok());
+  auto f = t.table.Lookup("f");
+  // The generation disappears before the open pins it.
+  ASSERT_TRUE(WriteForest(*t.store, "f", kBs, 2).ok());
+  ASSERT_TRUE(t.real->CollectGarbage().ok());
+  bool first = true;
+  EXPECT_EQ(t.table.Open(f, &first).code(), StatusCode::kNotFound);
+  EXPECT_FALSE(first);
+  EXPECT_EQ(t.store->pins_held(), 0);
+  t.table.UnpinAll();
+  EXPECT_EQ(t.store->pins_held(), 0);
+}
+
+TEST(ForestTable, AStoreRoundTripOfOnePinBlocksNoOtherLookupOrRead) {
+  TableFixture t;
+  ASSERT_TRUE(WriteForest(*t.store, "a", kBs, 2).ok());
+  ASSERT_TRUE(WriteForest(*t.store, "b", kBs, 2).ok());
+  ASSERT_TRUE(t.table.Refresh().ok());
+  auto a = t.table.Lookup("a");
+  t.store->DelayPins(1500);
+  std::atomic<bool> opened{false};
+  std::thread opener([&] {
+    bool first;
+    EXPECT_TRUE(t.table.Open(a, &first).ok());
+    opened = true;
+  });
+  while (t.store->pin_calls() == 0) std::this_thread::yield();
+  // The pin is under way in the store: everything else goes on.
+  EXPECT_NE(t.table.Find(a->ino), nullptr);
+  EXPECT_NE(t.table.Lookup("b"), nullptr);
+  EXPECT_EQ(t.table.DirEntries().size(), 2u);
+  uint64_t files, bytes;
+  t.table.Totals(&files, &bytes);
+  EXPECT_EQ(files, 2u);
+  EXPECT_FALSE(opened.load()) << "the lookups waited for the pin";
+  opener.join();
+  t.store->ClearFaults();
+  t.table.Release(a->ino);
+  t.table.UnpinAll();
+  EXPECT_EQ(t.store->pins_held(), 0);
+}
+
+TEST(ForestTable, ConcurrentOpensOfOneGenerationPinItOnce) {
+  TableFixture t;
+  ASSERT_TRUE(WriteForest(*t.store, "f", kBs, 2).ok());
+  ASSERT_TRUE(t.table.Refresh().ok());
+  auto f = t.table.Lookup("f");
+  t.store->DelayPins(200);
+  std::vector<std::thread> threads;
+  std::atomic<int> firsts{0};
+  for (int i = 0; i < 4; ++i)
+    threads.emplace_back([&] {
+      bool first;
+      EXPECT_TRUE(t.table.Open(f, &first).ok());
+      if (first) firsts++;
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(firsts.load(), 1);
+  EXPECT_EQ(t.store->pin_calls(), 1u);
+  EXPECT_EQ(t.store->pins_held(), 1);
+  t.store->ClearFaults();
+  for (int i = 0; i < 4; ++i) t.table.Release(f->ino);
+  t.table.Forget(f->ino, 1);  // the kernel forgets it: the current generation is unpinned too
+  EXPECT_EQ(t.store->pins_held(), 0);
+}
+
+// ---- mount options ----
+
+TEST(MountOptions, ParsesEveryOptionAndSize) {
+  MountOptions o;
+  ASSERT_TRUE(ParseMountOptionString(
+                  "ro,allow_other,cache_size=64M,trace=/t,store_timeout=2500,catalog_refresh=5,"
+                  "no_push_blocks,prefetch_bins,readahead=128K,threads=4000,no_auto_unmount,"
+                  "password_file=/etc/pw,store=redis://h:1",
+                  &o)
+                  .ok());
+  EXPECT_TRUE(o.read_only);
+  EXPECT_TRUE(o.allow_other);
+  EXPECT_EQ(o.cache_bytes, 64u << 20);
+  EXPECT_EQ(o.trace_path, "/t");
+  EXPECT_EQ(o.store_timeout_ms, 2500);
+  EXPECT_EQ(o.catalog_refresh_ms, 10);  // floor
+  EXPECT_FALSE(o.push_blocks);
+  EXPECT_TRUE(o.prefetch_bins);
+  EXPECT_EQ(o.max_readahead, 128u << 10);
+  EXPECT_EQ(o.max_threads, 1024);  // ceiling
+  EXPECT_FALSE(o.auto_unmount);
+  EXPECT_EQ(o.password_file, "/etc/pw");
+  EXPECT_EQ(o.store_uri, "redis://h:1");
+  ASSERT_TRUE(ParseMountOptionString("rw,cache_size=1G,debug", &o).ok());
+  EXPECT_FALSE(o.read_only);
+  EXPECT_EQ(o.cache_bytes, 1u << 30);
+  EXPECT_TRUE(o.debug && o.foreground);
+}
+
+TEST(MountOptions, IgnoresMountTableOptionsAndRejectsUnknownOnes) {
+  MountOptions o;
+  EXPECT_TRUE(
+      ParseMountOptionString("defaults,dev,suid,nofail,_netdev,noatime,x-systemd.after=x", &o)
+          .ok());
+  EXPECT_FALSE(o.read_only);
+  auto s = ParseMountOptionString("bogus=1", &o);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("bogus"), std::string::npos);
+  EXPECT_FALSE(ParseMountOptionString("cache_size=12X", &o).ok());
+  EXPECT_FALSE(ParseMountOptionString("cache_size=", &o).ok());
+  EXPECT_FALSE(ParseMountOptionString("password_file=", &o).ok());
+}
+
+// ---- control protocol ----
+
+TEST(ControlProtocol, ParsesTheFourCommands) {
+  auto c = ParseControlCommand("drop rf\n");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->kind, ControlCommand::Kind::kDrop);
+  EXPECT_EQ(c->arg, "rf");
+  c = ParseControlCommand("drop *");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->arg, "*");
+  c = ParseControlCommand("trace start /tmp/a b.trace\n");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->kind, ControlCommand::Kind::kTraceStart);
+  EXPECT_EQ(c->arg, "/tmp/a b.trace");
+  c = ParseControlCommand("trace stop");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->kind, ControlCommand::Kind::kTraceStop);
+  // Names are the daemon's to judge (an unknown one is ENOENT there), bytes included.
+  c = ParseControlCommand("drop \xff");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->arg, "\xff");
+}
+
+TEST(ControlProtocol, RejectsWhatOnlyLooksLikeACommand) {
+  for (const char* bad : {"dropX", "drop", "drop ", "drop  rf", "drop a b", "trace", "trace start",
+                          "trace start rel/path", "trace stopp", "", "DROP *"}) {
+    auto c = ParseControlCommand(bad);
+    EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument) << "'" << bad << "'";
+  }
+}
+
+TEST(ControlProtocol, LinesRoundTrip) {
+  for (const auto& cmd : {ControlCommand::Drop("*"), ControlCommand::Drop("rf"),
+                          ControlCommand::TraceStart("/x/y.trace"), ControlCommand::TraceStop()}) {
+    auto back = ParseControlCommand(cmd.ToLine());
+    ASSERT_TRUE(back.ok()) << cmd.ToLine();
+    EXPECT_EQ(back->kind, cmd.kind);
+    EXPECT_EQ(back->arg, cmd.arg);
+  }
+}
+
+// ---- errno mapping, stats ----
+
+TEST(StatusToErrno, MapsEveryCode) {
+  EXPECT_EQ(StatusToErrno(Status::Ok()), 0);
+  EXPECT_EQ(StatusToErrno(Status::NotFound("x")), ENOENT);
+  EXPECT_EQ(StatusToErrno(Status::InvalidArgument("x")), EINVAL);
+  EXPECT_EQ(StatusToErrno(Status::NotSupported("x")), ENOTSUP);
+  EXPECT_EQ(StatusToErrno(Status::AlreadyExists("x")), EEXIST);
+  EXPECT_EQ(StatusToErrno(Status::ResourceExhausted("x")), ENOMEM);
+  for (const Status& s : {Status::Corruption("x"), Status::IOError("x"), Status::Unavailable("x"),
+                          Status::DeadlineExceeded("x"), Status::Internal("x")})
+    EXPECT_EQ(StatusToErrno(s), EIO) << s.ToString();
+}
+
+TEST(MountStats, JsonOfBytesThatAreNotUtf8IsValid) {
+  MountStats stats;
+  stats.For("rf")->reads = 3;
+  const std::string json = stats.ToJson("{\"mountpoint\": \"/mnt\"}");
+  EXPECT_NE(json.find("\"reads\": 3"), std::string::npos) << json;
+  nlohmann::json extra = {{"path", std::string("/tmp/\xff\xfe.trace")}};
+  const std::string bad =
+      stats.ToJson(extra.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  EXPECT_NE(bad.find("\xef\xbf\xbd"), std::string::npos) << bad;  // U+FFFD
+}
+
+TEST(RedactStoreUri, HidesEveryPasswordAndNothingElse) {
+  EXPECT_EQ(RedactStoreUri("redis://:s3cret@h:6379/2"), "redis://:***@h:6379/2");
+  EXPECT_EQ(RedactStoreUri("redis://user:s3:c@ret@h:1"), "redis://user:***@h:1");
+  EXPECT_EQ(RedactStoreUri("redis://pa/ss@h:1"), "redis://***@h:1");
+  EXPECT_EQ(RedactStoreUri("redis://h:6379"), "redis://h:6379");
+  EXPECT_EQ(RedactStoreUri("rocksdb:/var/lib/x@y"), "rocksdb:/var/lib/x@y");
+  auto s = OpenBlockStore("redis://:s3cret@h:99999");
+  EXPECT_EQ(s.status().message().find("s3cret"), std::string::npos) << s.status().ToString();
+}
+
+}  // namespace
+}  // namespace pacset
