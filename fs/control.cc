@@ -71,6 +71,10 @@ StatusOr<ControlCommand> ParseControlCommand(std::string_view text) {
 Status SendControlCommand(const std::string& mountpoint, const ControlCommand& cmd) {
   const std::string path = mountpoint + kControlFilePath;
   const int fd = open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0 && errno == EROFS)
+    return Status::FromErrno("pacsetfs on " + mountpoint +
+                                 " is mounted read-only (-o ro), which disables its control file",
+                             EROFS);
   if (fd < 0)
     return Status::FromErrno(
         "cannot open " + path + " (is pacsetfs mounted on " + mountpoint + "?)", errno);

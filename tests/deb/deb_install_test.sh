@@ -267,6 +267,12 @@ LIBMOUNT_DEBUG=cxt mount -t fuse.pacsetfs -o ro,allow_other,nofail,_netdev \
 grep -q 'executing helper /sbin/mount.fuse.pacsetfs' "$work/libmount.log" ||
   fail "mount(8) did not run /sbin/mount.fuse.pacsetfs: $(grep -o 'executing helper.*' "$work/libmount.log")"
 check_mount "$work/mnt-type" mount-t allow_other
+# A read-only mount disables the control file, with an error that says so.
+if [ -x /usr/bin/pacset-trace ]; then
+  ! /usr/bin/pacset-trace record --mount "$work/mnt-type" -o ro.trace -- true 2>ro.err ||
+    fail "pacset-trace record worked on a read-only mount"
+  grep -q "read-only" ro.err || fail "pacset-trace on a read-only mount: $(cat ro.err)"
+fi
 umount "$work/mnt-type"
 wait_unmounted "$work/mnt-type"
 
@@ -277,10 +283,13 @@ mount "$work/mnt-fstab" || fail "mount $work/mnt-fstab (from /etc/fstab) failed"
 check_mount "$work/mnt-fstab" fstab allow_other
 
 if [ -x /usr/bin/pacset-trace ]; then
-  step "pacset-trace record + report through the mount"
-  /usr/bin/pacset-trace record --mount "$work/mnt-fstab" --cold -o run.trace -- \
-    /usr/bin/pacset predict "$work/mnt-fstab/$name.pac" --input rows.csv --output /dev/null ||
+  step "pacset-trace record + report through a read-write mount (pacsetfs mount DIR -o allow_other)"
+  /usr/bin/pacsetfs mount "$work/mnt-type" -o allow_other || fail "pacsetfs mount $work/mnt-type"
+  /usr/bin/pacset-trace record --mount "$work/mnt-type" --cold -o run.trace -- \
+    /usr/bin/pacset predict "$work/mnt-type/$name.pac" --input rows.csv --output /dev/null ||
     fail "pacset-trace record"
+  umount "$work/mnt-type"
+  wait_unmounted "$work/mnt-type"
   /usr/bin/pacset-trace report run.trace >report.txt || fail "pacset-trace report"
   grep -q "$name" report.txt || fail "the trace report does not name forest $name: $(head -5 report.txt)"
 fi
