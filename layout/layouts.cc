@@ -35,15 +35,15 @@ class ForestLayout : public LayoutPolicy {
  public:
   ForestLayout(Order order, bool bins) : order_(order), bins_(bins) {}
 
-  Placement Place(const PackInput& in, uint32_t block_size) const override {
+  Placement Place(const PackInput& in, const BinParams& bins, uint32_t block_size) const override {
     const Forest& f = *in.forest;
     Placement p;
     p.pos.assign(f.num_nodes(), kUnplaced);
     BlockFiller filler(block_size);
     // roots[t]: where the residual part of tree t starts, in visiting order.
     std::vector<std::vector<uint64_t>> roots(f.num_trees());
-    if (bins_ && in.bin_depth > 0) {
-      PlaceBins(in, filler, p, roots);
+    if (bins_ && bins.depth > 0) {
+      PlaceBins(in, bins, filler, p, roots);
       p.bin_blocks = filler.blocks_used();
     } else {
       for (size_t t = 0; t < f.num_trees(); ++t) roots[t].push_back(f.tree_offset[t]);
@@ -90,8 +90,9 @@ class ForestLayout : public LayoutPolicy {
   // and holds levels 0..bin_depth-1 of its trees, level by level (all roots,
   // then all level-1 nodes, ...). Nodes at depth bin_depth become residual
   // roots; the residuals start in whatever room the last bin block has left.
-  void PlaceBins(const PackInput& in, BlockFiller& filler, Placement& p,
+  void PlaceBins(const PackInput& in, const BinParams& bins, BlockFiller& filler, Placement& p,
                  std::vector<std::vector<uint64_t>>& roots) const {
+    const uint32_t depth = bins.depth;
     const Forest& f = *in.forest;
     const size_t T = f.num_trees();
     // levels[t][d]: nodes of tree t at depth d < bin_depth, left to right.
@@ -99,12 +100,12 @@ class ForestLayout : public LayoutPolicy {
     std::vector<uint64_t> bin_units(T, 0);
     for (size_t t = 0; t < T; ++t) {
       const uint64_t base = f.tree_offset[t];
-      levels[t].resize(in.bin_depth);
+      levels[t].resize(depth);
       std::vector<uint64_t> cur{base}, next;
-      for (uint32_t d = 0; d <= in.bin_depth && !cur.empty(); ++d) {
+      for (uint32_t d = 0; d <= depth && !cur.empty(); ++d) {
         next.clear();
         for (uint64_t g : cur) {
-          if (d == in.bin_depth) {
+          if (d == depth) {
             roots[t].push_back(g);
             continue;
           }
@@ -116,16 +117,16 @@ class ForestLayout : public LayoutPolicy {
             next.push_back(k.right);
           }
         }
-        if (d < in.bin_depth) cur.swap(next);
+        if (d < depth) cur.swap(next);
       }
-      if (order_ == Order::kWdfs) OrderRootsByWdfs(in, t, roots[t]);
+      if (order_ == Order::kWdfs) OrderRootsByWdfs(in, depth, t, roots[t]);
     }
     size_t t = 0;
     while (t < T) {
       const size_t first = t;
       uint64_t units = 0;
-      if (in.trees_per_bin > 0) {
-        t = std::min(T, t + in.trees_per_bin);
+      if (bins.trees_per_bin > 0) {
+        t = std::min<size_t>(T, t + bins.trees_per_bin);
       } else {
         while (t < T && (t == first || units + bin_units[t] <= filler.payload_units())) {
           units += bin_units[t];
@@ -133,7 +134,7 @@ class ForestLayout : public LayoutPolicy {
         }
       }
       filler.NewBlock();  // every bin starts a block
-      for (uint32_t d = 0; d < in.bin_depth; ++d)
+      for (uint32_t d = 0; d < depth; ++d)
         for (size_t u = first; u < t; ++u)
           for (uint64_t g : levels[u][d]) Put(in, filler, p, g);
       ++p.num_bins;
@@ -144,14 +145,15 @@ class ForestLayout : public LayoutPolicy {
 
   // For bin-wdfs: residual roots in the order a weighted DFS from the tree
   // root reaches them (the paper's WDFS starts at the root, skipping bin nodes).
-  static void OrderRootsByWdfs(const PackInput& in, size_t t, std::vector<uint64_t>& roots) {
+  static void OrderRootsByWdfs(const PackInput& in, uint32_t depth, size_t t,
+                               std::vector<uint64_t>& roots) {
     const Forest& f = *in.forest;
     const uint64_t base = f.tree_offset[t];
     std::vector<uint64_t> ordered, stack{base};
     while (!stack.empty()) {
       uint64_t g = stack.back();
       stack.pop_back();
-      if (in.depth[g] == in.bin_depth) {
+      if (in.depth[g] == depth) {
         ordered.push_back(g);
         continue;
       }
@@ -228,15 +230,21 @@ class ForestLayout : public LayoutPolicy {
   static void PlaceBlockAligned(const PackInput& in, BlockFiller& filler, Placement& p,
                                 const std::vector<std::vector<uint64_t>>& roots, bool best_first) {
     const Forest& f = *in.forest;
-    auto colder = [&](uint64_t a, uint64_t b) {  // priority_queue wants "less"
-      if (in.weight[a] != in.weight[b]) return in.weight[a] < in.weight[b];
-      return a > b;  // ties: lower id first, for deterministic files
+    // Heap entries carry their weight: comparing through in.weight[] would
+    // miss the cache on every step of a heap of millions.
+    struct Hot {
+      double weight;
+      uint64_t g;
     };
-    using Heap = std::priority_queue<uint64_t, std::vector<uint64_t>, decltype(colder)>;
+    auto colder = [](const Hot& a, const Hot& b) {  // priority_queue wants "less"
+      if (a.weight != b.weight) return a.weight < b.weight;
+      return a.g > b.g;  // ties: lower id first, for deterministic files
+    };
+    using Heap = std::priority_queue<Hot, std::vector<Hot>, decltype(colder)>;
     Heap pool(colder), frontier(colder);
-    std::vector<uint64_t> stack;
+    std::vector<Hot> stack;
     for (const auto& r : roots)
-      for (uint64_t g : r) pool.push(g);
+      for (uint64_t g : r) pool.push({in.weight[g], g});
     auto local_empty = [&] { return best_first ? frontier.empty() : stack.empty(); };
     while (true) {
       if (local_empty()) {
@@ -244,11 +252,11 @@ class ForestLayout : public LayoutPolicy {
         (best_first ? frontier.push(pool.top()) : stack.push_back(pool.top()));
         pool.pop();
       }
-      const uint64_t g = best_first ? frontier.top() : stack.back();
+      const uint64_t g = best_first ? frontier.top().g : stack.back().g;
       if (in.units[g] > 0 && p.pos[g] == kUnplaced && !filler.Fits(in.units[g])) {
         // Block boundary: defer this block's frontier, restart from the hottest.
         for (; !frontier.empty(); frontier.pop()) pool.push(frontier.top());
-        for (uint64_t s : stack) pool.push(s);
+        for (const Hot& s : stack) pool.push(s);
         stack.clear();
         filler.NewBlock();
         continue;
@@ -261,7 +269,7 @@ class ForestLayout : public LayoutPolicy {
       const bool left_heavier = Heavier(in, k.left, k.right);
       for (uint64_t c : {left_heavier ? k.right : k.left, left_heavier ? k.left : k.right}) {
         if (in.units[c] == 0) continue;
-        (best_first ? frontier.push(c) : stack.push_back(c));
+        (best_first ? frontier.push({in.weight[c], c}) : stack.push_back({in.weight[c], c}));
       }
     }
   }

@@ -20,6 +20,21 @@
 //               PACSET, "binblockstat")
 //   pacset      interleaved bins + block-aligned residuals whose blocks are
 //               filled hottest-frontier-first (the default; see layouts.cc)
+//
+// Bin parameters. How many levels to interleave and how many trees to put in
+// a bin depend on the forest and the block size (the paper found depth 2 best
+// on its forests; on a 682-tree Fashion-MNIST forest at 64 KiB depth 4 reads
+// 14% fewer blocks per row). Unless forced, the packer chooses them: it places
+// the forest with each candidate and keeps the one with the fewest *expected*
+// blocks per row, computed from the node weights (training cardinalities or
+// --calibrate counts: a node's access probability is its cardinality over
+// its root's), not by routing rows. Candidates: depths 1, 2, ... while they
+// keep improving (stopping after two that do not, at 8, or at the forest's
+// depth), each with as many trees per bin as fit one block; then, at the best
+// depth, one bin of all trees. The choice and every candidate's estimate are
+// kept in the file's source info (layout/FORMAT.md) and shown by `pacset
+// info`. Choosing costs one placement per candidate (the encoding is done
+// once), about 4-8 placements.
 #pragma once
 
 #include <cstdint>
@@ -36,18 +51,33 @@ StatusOr<LayoutKind> ParseLayoutKind(const std::string& name);
 std::vector<LayoutKind> AllLayoutKinds();
 bool LayoutHasBins(LayoutKind k);
 
+// PackOptions::bin_depth / trees_per_bin: let the packer choose (above).
+inline constexpr uint32_t kChooseBins = 0;
+// PackOptions::trees_per_bin: as many trees as fit one block.
+inline constexpr uint32_t kTreesPerBinFit = 0xFFFFFFFFu;
+
 struct PackOptions {
   LayoutKind layout = LayoutKind::kPacset;
-  uint32_t block_size = 64 * 1024;  // power of two, 4 KiB .. 1 MiB
-  uint32_t bin_depth = 2;           // levels interleaved in a bin (binned layouts)
-  uint32_t trees_per_bin = 0;       // 0: as many trees as fit one block
-  bool leaf_ids = true;             // store library leaf ids (for predict --leaf)
-  bool force_wide_nodes = false;    // for tests: use 32-byte nodes even when 16 would be exact
-  bool progress = false;            // draw a progress bar on stderr
+  uint32_t block_size = 64 * 1024;       // power of two, 4 KiB .. 1 MiB
+  uint32_t bin_depth = kChooseBins;      // levels interleaved in a bin (binned layouts), 1..16
+  uint32_t trees_per_bin = kChooseBins;  // a count, or kTreesPerBinFit
+  bool leaf_ids = true;                  // store library leaf ids (for predict --leaf)
+  bool force_wide_nodes = false;         // for tests: use 32-byte nodes even when 16 would be exact
+  bool progress = false;                 // draw a progress bar on stderr
 };
 
 // Validates block size, bin depth and trees per bin.
 Status ValidatePackOptions(const PackOptions& options);
+
+// One bin configuration the packer compared.
+struct LayoutCandidate {
+  uint32_t bin_depth = 0;
+  uint32_t trees_per_bin = 0;  // as asked: a count, or kTreesPerBinFit
+  uint32_t largest_bin = 0;    // trees in the largest bin it gave
+  uint64_t num_bins = 0;
+  uint64_t node_blocks = 0;   // bins + residuals
+  double blocks_per_row = 0;  // expected node blocks one row touches
+};
 
 struct PackReport {
   NodeFormat node_format = NodeFormat::kCompact16;
@@ -62,8 +92,16 @@ struct PackReport {
   uint64_t num_leaf_records = 0;
   uint64_t inlined_leaves = 0;
   uint64_t num_bins = 0;
+  uint32_t bin_depth = 0;      // 0: no bins
   uint32_t trees_per_bin = 0;  // largest bin
-  double layout_seconds = 0;
+  // Expected node blocks one row touches (EstimateBlocksPerRow), from the
+  // node weights the layout used.
+  double estimated_blocks_per_row = 0;
+  bool chose_bin_depth = false;             // bin_depth was chosen, not forced
+  bool chose_trees_per_bin = false;         // trees_per_bin was chosen, not forced
+  std::vector<LayoutCandidate> candidates;  // compared when choosing, in order
+  size_t chosen_candidate = 0;              // the packed one, in `candidates`
+  double layout_seconds = 0;                // choosing and placing
   double encode_seconds = 0;
 };
 

@@ -40,9 +40,10 @@ Status ValidatePackOptions(const PackOptions& o) {
   if (!IsValidBlockSize(o.block_size))
     return Status::InvalidArgument("block size " + std::to_string(o.block_size) +
                                    " must be a power of two from 4096 to 1048576");
-  if (LayoutHasBins(o.layout) && (o.bin_depth < 1 || o.bin_depth > 16))
+  if (LayoutHasBins(o.layout) && o.bin_depth > 16)
     return Status::InvalidArgument("bin depth must be between 1 and 16");
-  if (o.trees_per_bin > (1u << 24)) return Status::InvalidArgument("trees per bin is too large");
+  if (o.trees_per_bin > (1u << 24) && o.trees_per_bin != kTreesPerBinFit)
+    return Status::InvalidArgument("trees per bin is too large");
   return Status::Ok();
 }
 
@@ -69,7 +70,7 @@ bool IsOneHot(const double* v, uint32_t n, uint32_t* k) {
 
 struct Plan {
   PackInput in;
-  Placement placement;
+  BinDecision bins;  // the placement and how its bin parameters were chosen
   NodeFormat format = NodeFormat::kCompact16;
   std::string format_reason;
   PacHeader header;
@@ -95,8 +96,7 @@ std::string WideReason(const Forest& f, const PackInput& in) {
   return "";
 }
 
-void ComputeInput(const Forest& f, const PackOptions& o, NodeFormat fmt, PackInput& in,
-                  uint64_t* inlined) {
+void ComputeInput(const Forest& f, NodeFormat fmt, PackInput& in, uint64_t* inlined) {
   const size_t n = f.num_nodes();
   in.forest = &f;
   in.kind.assign(n, static_cast<uint8_t>(RefKind::kNode));
@@ -105,8 +105,6 @@ void ComputeInput(const Forest& f, const PackOptions& o, NodeFormat fmt, PackInp
   in.depth.assign(n, 0);
   in.reachable.assign(n, 0);
   in.tree_of.assign(n, 0);
-  in.bin_depth = LayoutHasBins(o.layout) ? o.bin_depth : 0;
-  in.trees_per_bin = o.trees_per_bin;
   const uint32_t node_units = fmt == NodeFormat::kCompact16 ? 1 : 2;
   const uint32_t w = f.leaf_width;
   const uint32_t record_units = (8 * w + kUnit - 1) / kUnit;
@@ -148,6 +146,27 @@ void ComputeInput(const Forest& f, const PackOptions& o, NodeFormat fmt, PackInp
       }
     }
   }
+  in.latent_classes = LatentClasses(f, in.reachable);
+}
+
+double Rounded(double blocks) { return std::round(blocks * 100) / 100; }
+
+// The source-info record of how the bin parameters were chosen (FORMAT.md §4).
+nlohmann::json BinChoiceJson(const PackOptions& o, CardinalitySource weights,
+                             const BinDecision& bins) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const LayoutCandidate& c : bins.candidates)
+    list.push_back({{"bin_depth", c.bin_depth},
+                    {"trees_per_bin", c.trees_per_bin == kTreesPerBinFit ? 0 : c.trees_per_bin},
+                    {"largest_bin", c.largest_bin},
+                    {"bins", c.num_bins},
+                    {"node_blocks", c.node_blocks},
+                    {"blocks_per_row", Rounded(c.blocks_per_row)}});
+  return {{"bin_depth", o.bin_depth == kChooseBins ? "chosen" : "forced"},
+          {"trees_per_bin", o.trees_per_bin == kChooseBins ? "chosen" : "forced"},
+          {"weights", CardinalitySourceName(weights)},
+          {"candidates", list},
+          {"chosen", bins.chosen}};
 }
 
 // Lays out the tree table, base score and source info right after a header
@@ -184,10 +203,10 @@ StatusOr<Plan> MakePlan(const Forest& f, const PackOptions& o) {
                                    " values do not fit a " + std::to_string(bs) +
                                    "-byte block; use a larger --block-size");
   // Pass 1 decides inlining and reachability with compact nodes.
-  ComputeInput(f, o, NodeFormat::kCompact16, plan.in, &plan.inlined);
+  ComputeInput(f, NodeFormat::kCompact16, plan.in, &plan.inlined);
   plan.format_reason = o.force_wide_nodes ? "requested" : WideReason(f, plan.in);
   plan.format = plan.format_reason.empty() ? NodeFormat::kCompact16 : NodeFormat::kWide32;
-  if (plan.format == NodeFormat::kWide32) ComputeInput(f, o, plan.format, plan.in, &plan.inlined);
+  if (plan.format == NodeFormat::kWide32) ComputeInput(f, plan.format, plan.in, &plan.inlined);
 
   PacHeader& h = plan.header;
   h.block_size = bs;
@@ -204,7 +223,6 @@ StatusOr<Plan> MakePlan(const Forest& f, const PackOptions& o) {
   h.leaf_width = f.leaf_width;
   h.num_trees = f.num_trees();
   h.sigmoid_alpha = f.sigmoid_alpha;
-  h.bin_depth = plan.in.bin_depth;
   uint32_t max_depth = 0;
   for (size_t g = 0; g < f.num_nodes(); ++g) {
     if (!plan.in.reachable[g]) continue;
@@ -217,9 +235,11 @@ StatusOr<Plan> MakePlan(const Forest& f, const PackOptions& o) {
   h.max_depth = max_depth;
 
   for (int attempt = 0; attempt < 2; ++attempt) {
-    plan.placement = MakeLayoutPolicy(o.layout)->Place(plan.in, bs);
+    plan.bins = DecideBins(*MakeLayoutPolicy(o.layout), plan.in, o);
+    const Placement& placement = plan.bins.placement;
     h.node_format = static_cast<uint8_t>(plan.format);
-    h.trees_per_bin = plan.placement.max_trees_per_bin;
+    h.bin_depth = plan.bins.params.depth;
+    h.trees_per_bin = placement.max_trees_per_bin;
     nlohmann::json info = {
         {"source_file", f.source.file_name},
         {"source_format", f.source.format},
@@ -232,13 +252,16 @@ StatusOr<Plan> MakePlan(const Forest& f, const PackOptions& o) {
         {"node_format", NodeFormatName(plan.format)},
         {"cardinality", CardinalitySourceName(f.cardinality_source)},
         {"packed_by", std::string("pacset ") + PACSET_VERSION},
+        {"estimated_blocks_per_row", Rounded(plan.bins.blocks_per_row)},
     };
+    if (!plan.bins.candidates.empty())
+      info["bin_choice"] = BinChoiceJson(o, f.cardinality_source, plan.bins);
     plan.info_json = info.dump();
     const size_t num_sections = 4 + (o.leaf_ids ? 1 : 0);
     const uint64_t meta_end = PlaceMetadata(h, num_sections, plan.info_json.size());
     h.node_first_block = (meta_end + bs - 1) / bs;
-    h.node_block_count = std::max<uint64_t>(plan.placement.node_blocks, 1);
-    h.bin_block_count = plan.placement.bin_blocks;
+    h.node_block_count = std::max<uint64_t>(placement.node_blocks, 1);
+    h.bin_block_count = placement.bin_blocks;
     plan.node_first_unit = h.node_first_block * block_units;
     h.sections.push_back({static_cast<uint32_t>(SectionType::kNodes), kSectionRequired,
                           h.node_first_block * bs, h.node_block_count * payload_units, kUnit, 0});
@@ -256,7 +279,7 @@ StatusOr<Plan> MakePlan(const Forest& f, const PackOptions& o) {
     if (plan.format == NodeFormat::kCompact16 && max_unit > UINT32_MAX) {
       plan.format = NodeFormat::kWide32;
       plan.format_reason = "the node region is larger than 64 GiB (32-bit references)";
-      ComputeInput(f, o, plan.format, plan.in, &plan.inlined);
+      ComputeInput(f, plan.format, plan.in, &plan.inlined);
       continue;
     }
     break;
@@ -268,7 +291,7 @@ void Encode(const Forest& f, Plan& plan, char* base, bool progress) {
   PacHeader& h = plan.header;
   const uint32_t bs = h.block_size;
   const PackInput& in = plan.in;
-  const auto& pos = plan.placement.pos;
+  const auto& pos = plan.bins.placement.pos;
   auto abs_unit = [&](uint64_t g) { return plan.node_first_unit + pos[g]; };
   auto ref_of = [&](uint64_t g, uint8_t* kind) -> uint64_t {
     *kind = in.kind[g];
@@ -351,7 +374,7 @@ void Encode(const Forest& f, Plan& plan, char* base, bool progress) {
   for (uint64_t b = 0; b < h.block_count; ++b) SealBlock(base + b * bs, bs, b);
 }
 
-void FillReport(const Plan& plan, PackReport* r) {
+void FillReport(const Plan& plan, const PackOptions& o, PackReport* r) {
   if (!r) return;
   const PacHeader& h = plan.header;
   r->node_format = plan.format;
@@ -365,8 +388,14 @@ void FillReport(const Plan& plan, PackReport* r) {
   r->num_nodes = h.num_nodes;
   r->num_leaf_records = h.num_leaf_records;
   r->inlined_leaves = plan.inlined;
-  r->num_bins = plan.placement.num_bins;
-  r->trees_per_bin = plan.placement.max_trees_per_bin;
+  r->num_bins = plan.bins.placement.num_bins;
+  r->bin_depth = h.bin_depth;
+  r->trees_per_bin = plan.bins.placement.max_trees_per_bin;
+  r->estimated_blocks_per_row = plan.bins.blocks_per_row;
+  r->candidates = plan.bins.candidates;
+  r->chosen_candidate = plan.bins.chosen;
+  r->chose_bin_depth = !r->candidates.empty() && o.bin_depth == kChooseBins;
+  r->chose_trees_per_bin = !r->candidates.empty() && o.trees_per_bin == kChooseBins;
 }
 
 }  // namespace
@@ -379,7 +408,7 @@ StatusOr<std::string> PackForestToBuffer(const Forest& forest, const PackOptions
   auto t1 = Clock::now();
   std::string bytes(plan.header.block_count * plan.header.block_size, '\0');
   Encode(forest, plan, bytes.data(), options.progress);
-  FillReport(plan, report);
+  FillReport(plan, options, report);
   if (report) {
     report->layout_seconds = layout_s;
     report->encode_seconds = Seconds(t1);
@@ -408,7 +437,7 @@ Status PackForestToFile(const Forest& forest, const PackOptions& options, const 
   munmap(map, size);
   if (sync_rc != 0) return Status::FromErrno("cannot write " + file->temp_path(), sync_err);
   PACSET_RETURN_IF_ERROR(file->Commit());
-  FillReport(plan, report);
+  FillReport(plan, options, report);
   if (report) {
     report->layout_seconds = layout_s;
     report->encode_seconds = Seconds(t1);

@@ -68,8 +68,8 @@ TEST_P(EveryLayout, PredictsExactlyLikeTheInMemoryForest) {
   const RowMatrix rows = MakeAdversarialRows(f, 300, 11);
   for (LayoutKind layout : AllLayoutKinds()) {
     for (uint32_t bs : {4096u, 8192u, 65536u}) {
-      for (uint32_t depth : {1u, 2u, 3u}) {
-        if (!LayoutHasBins(layout) && depth != 2) continue;
+      for (uint32_t depth : {kChooseBins, 1u, 2u, 3u}) {
+        if (!LayoutHasBins(layout) && depth != kChooseBins) continue;
         for (bool wide : {false, true}) {
           PackOptions o;
           o.layout = layout;
@@ -80,7 +80,8 @@ TEST_P(EveryLayout, PredictsExactlyLikeTheInMemoryForest) {
           ASSERT_NE(e, nullptr);
           ExpectSameAsInMemory(f, *e, rows,
                                std::string(GetParam().name) + " " + LayoutKindName(layout) +
-                                   " bs " + std::to_string(bs) + " depth " + std::to_string(depth) +
+                                   " bs " + std::to_string(bs) + " depth " +
+                                   (depth == kChooseBins ? "auto" : std::to_string(depth)) +
                                    (wide ? " wide" : ""));
         }
       }
@@ -146,7 +147,10 @@ TEST(Pack, RejectsBadBlockSizesAndBinDepths) {
   o.block_size = 2u << 20;
   EXPECT_FALSE(PackForestToBuffer(f, o).ok());
   o.block_size = 4096;
-  o.bin_depth = 0;
+  o.bin_depth = 17;
+  EXPECT_FALSE(PackForestToBuffer(f, o).ok());
+  o.bin_depth = kChooseBins;
+  o.trees_per_bin = (1u << 24) + 1;
   EXPECT_FALSE(PackForestToBuffer(f, o).ok());
 }
 
@@ -172,6 +176,8 @@ TEST(InterleavedBins, StripeTheRootsOfAllTreesOfABinIntoOneBlock) {
   const Forest f = MakeRandomForest(spec);
   PackOptions o;
   o.block_size = 4096;  // 255 node slots: 60 trees x 3 nodes fit
+  o.bin_depth = 2;
+  o.trees_per_bin = kTreesPerBinFit;
   auto e = PackAndOpen(f, o);
   ASSERT_NE(e, nullptr);
   const PacHeader& h = e->file().header();
@@ -188,6 +194,8 @@ TEST(InterleavedBins, StartANewBinWhenTheBlockIsFull) {
   const Forest f = MakeRandomForest(spec);
   PackOptions o;
   o.block_size = 4096;
+  o.bin_depth = 2;
+  o.trees_per_bin = kTreesPerBinFit;
   PackReport r;
   auto e = PackAndOpen(f, o, &r);
   ASSERT_NE(e, nullptr);

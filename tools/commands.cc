@@ -12,12 +12,12 @@
 #include <fstream>
 #include <map>
 #include <mutex>
-#include <set>
 #include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "layout/block_count.h"
 #include "layout/engine.h"
 #include "layout/pack.h"
 #include "model/json_reader.h"
@@ -79,40 +79,24 @@ void ReportTiming(const PredictOptions& opts, size_t rows,
                passes, s, rows * passes / s, opts.threads);
 }
 
-Status PredictWithForest(const Forest& forest, const PredictOptions& opts) {
-  PACSET_ASSIGN_OR_RETURN(RowMatrix rows, ReadCsvRows(opts.input, forest.num_features));
-  ForestPredictor predictor(forest);
-  CsvWriter out;
-  PACSET_RETURN_IF_ERROR(out.Open(opts.output));
-  const bool f32 = forest.accumulate_precision == Precision::kFloat32;
-  if (opts.leaf) {
-    std::vector<int32_t> leaves(rows.num_rows * forest.num_trees());
-    ParallelRows(rows.num_rows, opts.threads, [&](size_t b, size_t e) {
-      for (size_t r = b; r < e; ++r)
-        for (size_t t = 0; t < forest.num_trees(); ++t)
-          leaves[r * forest.num_trees() + t] = predictor.LeafIndex(t, rows.row(r));
-    });
-    for (size_t r = 0; r < rows.num_rows; ++r)
-      out.WriteRow(leaves.data() + r * forest.num_trees(), forest.num_trees());
-    return out.Close();
-  }
-  const size_t cols = opts.margin ? forest.num_outputs : forest.num_prediction_columns();
-  std::vector<double> result(rows.num_rows * cols);
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < std::max(1, opts.repeat); ++i) {
-    ParallelRows(rows.num_rows, opts.threads, [&](size_t b, size_t e) {
-      for (size_t r = b; r < e; ++r) {
-        if (opts.margin) {
-          predictor.PredictMargin(rows.row(r), result.data() + r * cols);
-        } else {
-          predictor.Predict(rows.row(r), result.data() + r * cols);
-        }
-      }
-    });
-  }
-  ReportTiming(opts, rows.num_rows, t0);
-  for (size_t r = 0; r < rows.num_rows; ++r) out.WriteRow(result.data() + r * cols, cols, f32);
-  return out.Close();
+// A model file predicts through the engine too, packed in memory (no
+// temporary file): the same speed and the same bits as its .pac. The
+// layout only has to be quick to pack and to walk warm: depth-2 bins, no
+// choosing (measured in bench/predict_model_bench.sh).
+StatusOr<std::unique_ptr<PacEngine>> PackInMemory(const Forest& forest, bool leaf_ids) {
+  PackOptions o;
+  o.bin_depth = 2;
+  o.trees_per_bin = kTreesPerBinFit;
+  o.leaf_ids = leaf_ids;
+  // A block must hold a leaf vector (and its trailer).
+  const uint64_t record = (8ull * forest.leaf_width + kUnit - 1) / kUnit * kUnit;
+  while (o.block_size < (1u << 20) && o.block_size - kBlockTrailerSize < record) o.block_size *= 2;
+  auto bytes = PackForestToBuffer(forest, o);
+  if (!bytes.ok())
+    return bytes.status().WithContext("cannot predict with " + forest.source.file_name);
+  PACSET_ASSIGN_OR_RETURN(auto file,
+                          PacFile::FromBuffer(std::move(bytes).value(), forest.source.file_name));
+  return PacEngine::FromFile(std::move(file));
 }
 
 // Where and how to mark requests: from the options, else the environment.
@@ -228,15 +212,10 @@ void ReportEngineStats(const PredictOptions& opts, const PacEngine& engine) {
                static_cast<unsigned long long>(s.fetch_waits));
 }
 
-Status PredictWithPac(const PredictOptions& opts) {
-  PACSET_ASSIGN_OR_RETURN(MarkPlan marks, PlanMarks(opts));
-  EngineOptions engine_options;
-  engine_options.verify_blocks = opts.verify_blocks;
-  engine_options.max_in_flight = opts.max_in_flight;
-  // Per-row requests are traced to see what each row reads: no row reads
-  // the others' blocks ahead for them.
-  engine_options.sequential_reads = marks.path.empty() || !marks.per_row;
-  PACSET_ASSIGN_OR_RETURN(auto engine, PacEngine::Open(opts.model, engine_options));
+// Predicts with an engine over a .pac file (with request `marks`, PlanMarks)
+// or over a model packed in memory (no marks: it reads no file).
+Status PredictWithEngine(std::unique_ptr<PacEngine> engine, const PredictOptions& opts,
+                         const MarkPlan& marks) {
   PACSET_ASSIGN_OR_RETURN(RowMatrix rows, ReadCsvRows(opts.input, engine->num_features()));
   if (!marks.path.empty()) return PredictWithPacMarked(*engine, rows, opts, marks);
   CsvWriter out;
@@ -260,12 +239,43 @@ Status PredictWithPac(const PredictOptions& opts) {
   return out.Close();
 }
 
+Status PredictWithPac(const PredictOptions& opts) {
+  PACSET_ASSIGN_OR_RETURN(MarkPlan marks, PlanMarks(opts));
+  EngineOptions engine_options;
+  engine_options.verify_blocks = opts.verify_blocks;
+  engine_options.max_in_flight = opts.max_in_flight;
+  // Per-row requests are traced to see what each row reads: no row reads
+  // the others' blocks ahead for them.
+  engine_options.sequential_reads = marks.path.empty() || !marks.per_row;
+  PACSET_ASSIGN_OR_RETURN(auto engine, PacEngine::Open(opts.model, engine_options));
+  return PredictWithEngine(std::move(engine), opts, marks);
+}
+
+// --bin-depth and --trees-per-bin: "auto" lets the packer choose (pack.h).
+StatusOr<uint32_t> ParseBinParameter(const std::string& option, const std::string& text,
+                                     uint32_t max) {
+  if (text == "auto") return kChooseBins;
+  if (option == "--trees-per-bin" && text == "fit") return kTreesPerBinFit;
+  char* end = nullptr;
+  const unsigned long long v = std::strtoull(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || text[0] == '-' || v < 1 || v > max)
+    return Status::InvalidArgument(option + " '" + text + "' is not auto" +
+                                   (option == "--trees-per-bin" ? ", fit" : "") +
+                                   " or a number from 1 to " + std::to_string(max));
+  return static_cast<uint32_t>(v);
+}
+
+Status ParseBinOptions(const std::string& depth, const std::string& trees, PackOptions* o) {
+  PACSET_ASSIGN_OR_RETURN(o->bin_depth, ParseBinParameter("--bin-depth", depth, 16));
+  PACSET_ASSIGN_OR_RETURN(o->trees_per_bin, ParseBinParameter("--trees-per-bin", trees, 1u << 24));
+  return Status::Ok();
+}
+
 StatusOr<PackOptions> ToPackOptions(const PackCliOptions& c) {
   PackOptions o;
   PACSET_ASSIGN_OR_RETURN(o.layout, ParseLayoutKind(c.layout));
   PACSET_ASSIGN_OR_RETURN(o.block_size, ParseBlockSize(c.block_size));
-  o.bin_depth = c.bin_depth;
-  o.trees_per_bin = c.trees_per_bin;
+  PACSET_RETURN_IF_ERROR(ParseBinOptions(c.bin_depth, c.trees_per_bin, &o));
   o.leaf_ids = !c.no_leaf_ids;
   o.force_wide_nodes = c.wide_nodes;
   PACSET_RETURN_IF_ERROR(ValidatePackOptions(o));
@@ -286,6 +296,38 @@ StatusOr<Forest> LoadForPacking(const std::string& model, ModelFormat format,
     CalibrateCardinality(forest, rows);
   }
   return forest;
+}
+
+// The source info's record of how the bins were chosen (layout/FORMAT.md §4).
+// The file may come from anywhere: fields of the wrong type are shown as 0 / ?.
+void PrintBinChoice(const nlohmann::json& source) {
+  auto number = [](const nlohmann::json& o, const char* key) {
+    return o.is_object() && o.contains(key) && o[key].is_number() ? o[key].get<double>() : 0.0;
+  };
+  auto text = [](const nlohmann::json& o, const char* key) {
+    return o.is_object() && o.contains(key) && o[key].is_string() ? o[key].get<std::string>()
+                                                                  : std::string("?");
+  };
+  if (source.is_object() && source.contains("estimated_blocks_per_row"))
+    std::printf("expected:      %.2f node blocks per row (from the node weights)\n",
+                number(source, "estimated_blocks_per_row"));
+  if (!source.is_object() || !source.contains("bin_choice")) return;
+  const nlohmann::json& c = source["bin_choice"];
+  std::printf(
+      "bin choice:    bin depth %s, trees per bin %s: fewest expected blocks per row (%s "
+      "weights)\n",
+      text(c, "bin_depth").c_str(), text(c, "trees_per_bin").c_str(), text(c, "weights").c_str());
+  if (!c.is_object() || !c.contains("candidates") || !c["candidates"].is_array()) return;
+  std::printf("                 depth  trees/bin   bins  largest bin  node blocks  blocks/row\n");
+  const double chosen = number(c, "chosen");
+  double i = 0;
+  for (const auto& k : c["candidates"]) {
+    const double tpb = number(k, "trees_per_bin");
+    std::printf("                 %5.0f  %9s  %5.0f  %11.0f  %11.0f  %10.2f%s\n",
+                number(k, "bin_depth"), tpb == 0 ? "fit" : std::to_string(int64_t(tpb)).c_str(),
+                number(k, "bins"), number(k, "largest_bin"), number(k, "node_blocks"),
+                number(k, "blocks_per_row"), i++ == chosen ? "  <- packed" : "");
+  }
 }
 
 Status InfoForPac(const std::string& path, bool json) {
@@ -352,6 +394,7 @@ Status InfoForPac(const std::string& path, bool json) {
   if (h.bin_depth)
     std::printf(", bin depth %u, up to %u trees per bin", h.bin_depth, h.trees_per_bin);
   std::printf(", cardinality from %s\n", src("cardinality").c_str());
+  PrintBinChoice(source);
   std::printf(
       "blocks:        %llu x %s = %llu metadata + %llu bins + %llu residual + %llu leaf ids\n",
       static_cast<unsigned long long>(h.block_count), HumanBytes(h.block_size).c_str(),
@@ -394,8 +437,12 @@ Status RunPredict(const PredictOptions& opts) {
   if (!opts.mark_requests.empty() || !opts.marks_file.empty())
     return Status::InvalidArgument("request marks work with .pac files (the bundled engine); " +
                                    opts.model + " is a model file");
-  PACSET_ASSIGN_OR_RETURN(Forest forest, ImportModelWarning(opts.model, opts.format));
-  return PredictWithForest(forest, opts);
+  std::unique_ptr<PacEngine> engine;
+  {
+    PACSET_ASSIGN_OR_RETURN(Forest forest, ImportModelWarning(opts.model, opts.format));
+    PACSET_ASSIGN_OR_RETURN(engine, PackInMemory(forest, opts.leaf));
+  }  // the packed copy is all prediction needs
+  return PredictWithEngine(std::move(engine), opts, MarkPlan{});
 }
 
 Status RunInfo(const InfoOptions& opts) {
@@ -499,6 +546,15 @@ Status RunPack(const PackCommandOptions& opts) {
       static_cast<unsigned long long>(r.bin_blocks), static_cast<unsigned long long>(r.num_bins),
       r.trees_per_bin, static_cast<unsigned long long>(r.node_blocks - r.bin_blocks),
       static_cast<unsigned long long>(r.leaf_id_blocks));
+  if (!r.candidates.empty()) {
+    const LayoutCandidate& c = r.candidates[r.chosen_candidate];
+    std::printf(
+        "  bin depth %u%s, trees per bin %s%s: %.2f expected blocks per row, the fewest of %zu "
+        "candidates (pacset info lists them)\n",
+        c.bin_depth, r.chose_bin_depth ? " (chosen)" : "",
+        c.trees_per_bin == kTreesPerBinFit ? "fit" : std::to_string(c.trees_per_bin).c_str(),
+        r.chose_trees_per_bin ? " (chosen)" : "", c.blocks_per_row, r.candidates.size());
+  }
   std::printf("  nodes %s%s%s; import %.2f s, layout %.2f s, write %.2f s\n",
               NodeFormatName(r.node_format), r.node_format_reason.empty() ? "" : ": ",
               r.node_format_reason.c_str(), import_s, r.layout_seconds, r.encode_seconds);
@@ -528,53 +584,51 @@ Status RunLayoutReport(const LayoutReportOptions& opts) {
       pos = c + 1;
     }
   }
+  PackOptions bins;
+  PACSET_RETURN_IF_ERROR(ParseBinOptions(opts.bin_depth, opts.trees_per_bin, &bins));
   nlohmann::json report = nlohmann::json::object();
   if (!opts.json)
-    std::printf("%-8s %-11s %9s %7s %7s %7s %12s %12s %6s\n", "block", "layout", "mean", "median",
-                "p95", "max", "batch-unique", "model-blocks", "open");
+    std::printf("%-8s %-14s %5s %5s %9s %9s %7s %7s %7s %12s %12s %6s\n", "block", "layout",
+                "depth", "bin", "mean", "expected", "median", "p95", "max", "batch-unique",
+                "model-blocks", "open");
   for (uint32_t bs : sizes) {
     nlohmann::json per_size = nlohmann::json::object();
     for (LayoutKind k : layouts) {
-      PackOptions po;
+      PackOptions po = bins;
       po.layout = k;
       po.block_size = bs;
-      po.bin_depth = opts.bin_depth;
-      po.trees_per_bin = opts.trees_per_bin;
       po.leaf_ids = false;
       PACSET_RETURN_IF_ERROR(ValidatePackOptions(po));
-      PACSET_ASSIGN_OR_RETURN(std::string bytes, PackForestToBuffer(forest, po));
+      PackReport pr;
+      PACSET_ASSIGN_OR_RETURN(std::string bytes, PackForestToBuffer(forest, po, &pr));
       PACSET_ASSIGN_OR_RETURN(auto file, PacFile::FromBuffer(std::move(bytes), LayoutKindName(k)));
       const PacHeader h = file->header();
       PACSET_ASSIGN_OR_RETURN(auto engine, PacEngine::FromFile(std::move(file)));
-      std::vector<double> counts(rows.num_rows);
-      std::set<uint64_t> unique;
-      std::vector<uint64_t> touched;
-      for (size_t r = 0; r < rows.num_rows; ++r) {
-        PACSET_RETURN_IF_ERROR(engine->TouchedBlocks(rows.row(r), &touched));
-        counts[r] = static_cast<double>(touched.size());
-        unique.insert(touched.begin(), touched.end());
-      }
-      std::vector<double> sorted = counts;
+      PACSET_ASSIGN_OR_RETURN(BlocksPerRow counts, CountBlocksPerRow(*engine, rows));
+      std::vector<uint64_t> sorted = counts.per_row;
       std::sort(sorted.begin(), sorted.end());
-      double sum = 0;
-      for (double c : counts) sum += c;
-      const double mean = sum / counts.size();
+      const double mean = counts.mean();
       const double median = sorted.size() % 2
                                 ? sorted[sorted.size() / 2]
-                                : (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]) / 2;
+                                : (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]) / 2.0;
       const size_t p95_idx =
           std::min(sorted.size() - 1, static_cast<size_t>(std::ceil(0.95 * sorted.size())) - 1);
       const double p95 = sorted[p95_idx];
       const double mx = sorted.back();
       per_size[LayoutKindName(k)] = {
           {"blocks_per_row", {{"mean", mean}, {"median", median}, {"p95", p95}, {"max", mx}}},
-          {"batch_unique_blocks", unique.size()},
+          {"expected_blocks_per_row", pr.estimated_blocks_per_row},
+          {"bin_depth", pr.bin_depth},
+          {"trees_per_bin", pr.trees_per_bin},
+          {"batch_unique_blocks", counts.batch_unique},
           {"model_blocks", h.block_count},
           {"open_blocks", h.node_first_block},
       };
       if (!opts.json)
-        std::printf("%-8s %-11s %9.2f %7.1f %7.0f %7.0f %12zu %12llu %6llu\n",
-                    HumanBytes(bs).c_str(), LayoutKindName(k), mean, median, p95, mx, unique.size(),
+        std::printf("%-8s %-14s %5u %5u %9.2f %9.2f %7.1f %7.0f %7.0f %12llu %12llu %6llu\n",
+                    HumanBytes(bs).c_str(), LayoutKindName(k), pr.bin_depth, pr.trees_per_bin, mean,
+                    pr.estimated_blocks_per_row, median, p95, mx,
+                    static_cast<unsigned long long>(counts.batch_unique),
                     static_cast<unsigned long long>(h.block_count),
                     static_cast<unsigned long long>(h.node_first_block));
     }
@@ -584,8 +638,10 @@ Status RunLayoutReport(const LayoutReportOptions& opts) {
     std::printf("%s\n", report.dump(2).c_str());
   } else {
     std::printf(
-        "(blocks per row count node blocks touched by one row; 'open' is the metadata "
-        "blocks read once when the file is opened)\n");
+        "(blocks per row count node blocks touched by one row; 'expected' is the packer's "
+        "estimate from the node weights, which chose the bin depth and trees per bin ('bin': "
+        "the largest bin) unless forced; 'open' is the metadata blocks read once when the file "
+        "is opened)\n");
   }
   return Status::Ok();
 }

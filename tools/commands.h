@@ -48,9 +48,9 @@ Status RunInfo(const InfoOptions& opts);
 struct PackCliOptions {
   std::string layout = "pacset";
   std::string block_size = "64KiB";
-  uint32_t bin_depth = 2;
-  uint32_t trees_per_bin = 0;
-  std::string calibrate;  // CSV rows whose paths give the cardinalities
+  std::string bin_depth = "auto";      // "auto" (chosen, layout/pack.h) or 1..16
+  std::string trees_per_bin = "auto";  // "auto", "fit" (as many as fit one block) or a count
+  std::string calibrate;               // CSV rows whose paths give the cardinalities
   bool no_leaf_ids = false;
   bool wide_nodes = false;  // PackOptions::force_wide_nodes
   // Trace-driven weights (trace/trace_weights.h): the node weights come from
@@ -74,8 +74,8 @@ struct LayoutReportOptions {
   ModelFormat format = ModelFormat::kAuto;
   std::vector<std::string> block_sizes;  // default: 4KiB and 64KiB
   std::string layouts;                   // comma separated; default: all
-  uint32_t bin_depth = 2;
-  uint32_t trees_per_bin = 0;
+  std::string bin_depth = "auto";        // as in PackCliOptions
+  std::string trees_per_bin = "auto";
   std::string calibrate;
   bool json = false;
 };

@@ -39,9 +39,12 @@ void AddPackOptions(CLI::App* app, pacset::PackCliOptions* o) {
       ->default_val("pacset");
   app->add_option("--block-size", o->block_size, "Block size: 4KiB .. 1MiB, a power of two")
       ->default_val("64KiB");
-  app->add_option("--bin-depth", o->bin_depth, "Levels per interleaved bin")->default_val(2);
-  app->add_option("--trees-per-bin", o->trees_per_bin, "Trees per bin (0: as many as fit a block)")
-      ->default_val(0);
+  app->add_option("--bin-depth", o->bin_depth,
+                  "Levels per interleaved bin, 1..16 (auto: the fewest expected blocks per row)")
+      ->default_val("auto");
+  app->add_option("--trees-per-bin", o->trees_per_bin,
+                  "Trees per bin (auto: chosen; fit: as many as fit a block)")
+      ->default_val("auto");
   app->add_option("--calibrate", o->calibrate,
                   "CSV rows: weigh the layout by how many of them reach each node");
   app->add_flag("--no-leaf-ids", o->no_leaf_ids,
@@ -118,8 +121,11 @@ int main(int argc, char** argv) {
   r->add_option("--block-size", report.block_sizes,
                 "Block sizes to compare (repeatable; default 4KiB and 64KiB)");
   r->add_option("--layouts", report.layouts, "Comma-separated layouts (default: all)");
-  r->add_option("--bin-depth", report.bin_depth, "Levels per interleaved bin")->default_val(2);
-  r->add_option("--trees-per-bin", report.trees_per_bin, "Trees per bin (0: as many as fit)");
+  r->add_option("--bin-depth", report.bin_depth, "Levels per interleaved bin (auto: chosen)")
+      ->default_val("auto");
+  r->add_option("--trees-per-bin", report.trees_per_bin,
+                "Trees per bin (auto: chosen; fit: as many as fit a block)")
+      ->default_val("auto");
   r->add_option("--calibrate", report.calibrate, "CSV rows to count node cardinalities with");
   r->add_flag("--json", report.json, "Print one JSON object");
   AddFormat(r, &report_format);
