@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "layout/internal/placement.h"
+#include "model/routing.h"
 
 namespace pacset {
 
@@ -57,8 +58,8 @@ class TreeWeights {
     order_.clear();
     bool numbered_down = true;
     for (uint64_t g = base_; g < end && numbered_down; ++g)
-      numbered_down = f.left_child[g] < 0 ||
-                      (base_ + f.left_child[g] > g && base_ + f.right_child[g] > g);
+      numbered_down =
+          f.left_child[g] < 0 || (base_ + f.left_child[g] > g && base_ + f.right_child[g] > g);
     if (!numbered_down) {
       order_.assign(1, base_);
       for (size_t i = 0; i < order_.size(); ++i) {  // breadth first: parents before children
@@ -166,7 +167,47 @@ double EstimateBlocksPerRow(const PackInput& in, const Placement& p, uint32_t bl
   return expected;
 }
 
+double CountBlocksPerRow(const PackInput& in, const Placement& p, uint32_t block_size,
+                         const RowMatrix& rows) {
+  const Forest& f = *in.forest;
+  const uint64_t block_units = block_size / kUnit;
+  std::vector<uint64_t> seen(p.node_blocks, 0);  // the last row (+1) that touched the block
+  uint64_t touched = 0;
+  for (size_t r = 0; r < rows.num_rows; ++r) {
+    const double* row = rows.row(r);
+    for (size_t t = 0; t < f.num_trees(); ++t) {
+      const uint64_t base = f.tree_offset[t];
+      for (uint64_t g = base;; g = base + ForestChild(f, g, row)) {
+        if (in.units[g] > 0) {
+          const uint64_t b = p.pos[g] / block_units;
+          touched += seen[b] != r + 1;
+          seen[b] = r + 1;
+        }
+        if (f.left_child[g] < 0) break;
+      }
+    }
+  }
+  return rows.num_rows ? static_cast<double>(touched) / rows.num_rows : 0.0;
+}
+
 namespace {
+
+// Counting on more rows than this costs more than it tells.
+constexpr size_t kMaxScoreRows = 2000;
+
+// Up to kMaxScoreRows of `rows`, evenly spaced.
+RowMatrix SampleRows(const RowMatrix& rows) {
+  if (rows.num_rows <= kMaxScoreRows) return rows;
+  RowMatrix s;
+  s.num_cols = rows.num_cols;
+  s.num_rows = kMaxScoreRows;
+  s.values.reserve(kMaxScoreRows * rows.num_cols);
+  for (size_t i = 0; i < kMaxScoreRows; ++i) {
+    const double* row = rows.row(i * rows.num_rows / kMaxScoreRows);
+    s.values.insert(s.values.end(), row, row + rows.num_cols);
+  }
+  return s;
+}
 
 struct Evaluated {
   LayoutCandidate candidate;
@@ -174,52 +215,67 @@ struct Evaluated {
   Placement placement;
 };
 
-Evaluated Evaluate(const LayoutPolicy& policy, const PackInput& in, uint32_t block_size,
-                   uint32_t depth, uint32_t trees_per_bin) {
-  Evaluated e;
-  e.params.depth = depth;
-  e.params.trees_per_bin = trees_per_bin == kTreesPerBinFit ? 0 : trees_per_bin;
-  e.placement = policy.Place(in, e.params, block_size);
-  e.candidate.bin_depth = depth;
-  e.candidate.trees_per_bin = trees_per_bin;
-  e.candidate.largest_bin = e.placement.max_trees_per_bin;
-  e.candidate.num_bins = e.placement.num_bins;
-  e.candidate.node_blocks = e.placement.node_blocks;
-  e.candidate.blocks_per_row = EstimateBlocksPerRow(in, e.placement, block_size);
-  return e;
-}
+// Places candidates and scores them (counted on rows when there are some).
+class Scorer {
+ public:
+  Scorer(const LayoutPolicy& policy, const PackInput& in, const PackOptions& o)
+      : policy_(policy), in_(in), block_size_(o.block_size) {
+    if (o.score_rows && o.score_rows->num_rows > 0) rows_ = SampleRows(*o.score_rows);
+  }
+  uint64_t rows() const { return rows_.num_rows; }
 
-// Places and estimates the candidates `wanted` (depth, trees per bin as
-// asked), up to `threads` at a time, in order.
-std::vector<Evaluated> EvaluateAll(const LayoutPolicy& policy, const PackInput& in,
-                                   uint32_t block_size,
-                                   const std::vector<std::pair<uint32_t, uint32_t>>& wanted,
-                                   unsigned threads) {
-  std::vector<Evaluated> out(wanted.size());
-  std::atomic<size_t> next{0};
-  auto work = [&] {
-    for (size_t i; (i = next++) < wanted.size();)
-      out[i] = Evaluate(policy, in, block_size, wanted[i].first, wanted[i].second);
-  };
-  std::vector<std::thread> pool;
-  for (unsigned i = 1; i < std::min<size_t>(threads, wanted.size()); ++i) pool.emplace_back(work);
-  work();
-  for (auto& t : pool) t.join();
-  return out;
-}
+  Evaluated Evaluate(uint32_t depth, uint32_t trees_per_bin) const {
+    Evaluated e;
+    e.params.depth = depth;
+    e.params.trees_per_bin = trees_per_bin == kTreesPerBinFit ? 0 : trees_per_bin;
+    e.placement = policy_.Place(in_, e.params, block_size_);
+    e.candidate.bin_depth = depth;
+    e.candidate.trees_per_bin = trees_per_bin;
+    e.candidate.largest_bin = e.placement.max_trees_per_bin;
+    e.candidate.num_bins = e.placement.num_bins;
+    e.candidate.node_blocks = e.placement.node_blocks;
+    e.candidate.blocks_per_row = rows_.num_rows > 0
+                                     ? CountBlocksPerRow(in_, e.placement, block_size_, rows_)
+                                     : EstimateBlocksPerRow(in_, e.placement, block_size_);
+    return e;
+  }
+
+  // The candidates `wanted` (depth, trees per bin as asked), up to `threads`
+  // at a time, in order.
+  std::vector<Evaluated> EvaluateAll(const std::vector<std::pair<uint32_t, uint32_t>>& wanted,
+                                     unsigned threads) const {
+    std::vector<Evaluated> out(wanted.size());
+    std::atomic<size_t> next{0};
+    auto work = [&] {
+      for (size_t i; (i = next++) < wanted.size();)
+        out[i] = Evaluate(wanted[i].first, wanted[i].second);
+    };
+    std::vector<std::thread> pool;
+    for (unsigned i = 1; i < std::min<size_t>(threads, wanted.size()); ++i) pool.emplace_back(work);
+    work();
+    for (auto& t : pool) t.join();
+    return out;
+  }
+
+ private:
+  const LayoutPolicy& policy_;
+  const PackInput& in_;
+  const uint32_t block_size_;
+  RowMatrix rows_;
+};
 
 }  // namespace
 
 BinDecision DecideBins(const LayoutPolicy& policy, const PackInput& in, const PackOptions& o) {
   const Forest& f = *in.forest;
-  const uint32_t bs = o.block_size;
+  const Scorer scorer(policy, in, o);
   // Each candidate in flight holds a placement (8 bytes a node); the results
   // are taken in order, so the choice never depends on the thread count.
   const unsigned threads = std::max(1u, std::min(4u, std::thread::hardware_concurrency()));
   BinDecision d;
   std::vector<LayoutCandidate> tried;
   Evaluated best;
-  auto consider = [&](Evaluated& e) {
+  auto consider = [&](Evaluated e) {
     tried.push_back(e.candidate);
     if (tried.size() > 1 && !(e.candidate.blocks_per_row < best.candidate.blocks_per_row))
       return false;
@@ -227,15 +283,14 @@ BinDecision DecideBins(const LayoutPolicy& policy, const PackInput& in, const Pa
     d.chosen = tried.size() - 1;
     return true;
   };
-  const bool choose_depth = o.bin_depth == kChooseBins;
-  const bool choose_trees = o.trees_per_bin == kChooseBins;
-  const uint32_t first_trees = choose_trees ? kTreesPerBinFit : o.trees_per_bin;
-  if (!LayoutHasBins(o.layout)) {
-    Evaluated e = Evaluate(policy, in, bs, 0, 0);
-    consider(e);
+  const bool binned = LayoutHasBins(o.layout);
+  const bool choose_depth = binned && o.bin_depth == kChooseBins;
+  const bool choose_trees = binned && o.trees_per_bin == kChooseBins;
+  const uint32_t first_trees = o.trees_per_bin == kChooseBins ? kTreesPerBinFit : o.trees_per_bin;
+  if (!binned) {
+    consider(scorer.Evaluate(0, 0));
   } else if (!choose_depth) {
-    Evaluated e = Evaluate(policy, in, bs, o.bin_depth, first_trees);
-    consider(e);
+    consider(scorer.Evaluate(o.bin_depth, first_trees));
   } else {
     // Depths 1, 2, ... until two in a row do not beat the best. Deeper than
     // the deepest leaf changes nothing; past 8 levels a tree's bin alone
@@ -249,25 +304,24 @@ BinDecision DecideBins(const LayoutPolicy& policy, const PackInput& in, const Pa
       std::vector<std::pair<uint32_t, uint32_t>> batch;
       for (; depth <= max_depth && batch.size() < threads; ++depth)
         batch.push_back({depth, first_trees});
-      for (Evaluated& e : EvaluateAll(policy, in, bs, batch, threads)) {
+      for (Evaluated& e : scorer.EvaluateAll(batch, threads)) {
         if (worse >= 2) break;  // placed only because it ran alongside
-        worse = consider(e) ? 0 : worse + 1;
+        worse = consider(std::move(e)) ? 0 : worse + 1;
       }
     }
   }
   // One bin of all trees, striped over as many blocks as it takes, so that
   // its deeper levels share blocks across more trees. With 64 trees or more
   // per bin every bin block is touched by nearly every row anyway (measured:
-  // the same estimate), so it is not worth a placement.
-  if (LayoutHasBins(o.layout) && choose_trees && best.placement.num_bins > 1 &&
-      best.placement.max_trees_per_bin < 64) {
-    Evaluated e = Evaluate(policy, in, bs, best.params.depth, static_cast<uint32_t>(f.num_trees()));
-    consider(e);
-  }
+  // the same count), so it is not worth a placement.
+  if (choose_trees && best.placement.num_bins > 1 && best.placement.max_trees_per_bin < 64)
+    consider(scorer.Evaluate(best.params.depth, static_cast<uint32_t>(f.num_trees())));
   d.params = best.params;
   d.placement = std::move(best.placement);
-  d.blocks_per_row = best.candidate.blocks_per_row;
-  if (LayoutHasBins(o.layout) && (choose_depth || choose_trees)) d.candidates = std::move(tried);
+  d.scored_rows = scorer.rows();
+  d.expected_blocks_per_row = d.scored_rows ? EstimateBlocksPerRow(in, d.placement, o.block_size)
+                                            : best.candidate.blocks_per_row;
+  if (choose_depth || choose_trees) d.candidates = std::move(tried);
   return d;
 }
 

@@ -25,16 +25,20 @@
 // a bin depend on the forest and the block size (the paper found depth 2 best
 // on its forests; on a 682-tree Fashion-MNIST forest at 64 KiB depth 4 reads
 // 14% fewer blocks per row). Unless forced, the packer chooses them: it places
-// the forest with each candidate and keeps the one with the fewest *expected*
-// blocks per row, computed from the node weights (training cardinalities or
-// --calibrate counts: a node's access probability is its cardinality over
-// its root's), not by routing rows. Candidates: depths 1, 2, ... while they
-// keep improving (stopping after two that do not, at 8, or at the forest's
-// depth), each with as many trees per bin as fit one block; then, at the best
-// depth, one bin of all trees. The choice and every candidate's estimate are
-// kept in the file's source info (layout/FORMAT.md) and shown by `pacset
-// info`. Choosing costs one placement per candidate (the encoding is done
-// once), about 4-8 placements.
+// the forest with each candidate and keeps the one whose rows touch the
+// fewest node blocks. With `score_rows` (pacset's --calibrate rows) that is
+// counted exactly, by routing up to 2,000 of them; otherwise it is the
+// *expected* count from the node weights alone (training cardinalities: a
+// node's access probability is its cardinality over its root's), which tracks
+// measured counts within a few percent but cannot tell apart candidates that
+// close (layout/internal/placement.h, bench/layout_choice_bench.sh).
+// Candidates: depths 1, 2, ... until two in a row do not improve (at most 8
+// and the forest's depth), each with as many trees per bin as fit one block;
+// then, at the best depth, one bin of all trees when bins are small. The
+// choice and every candidate's score are kept in the file's source info
+// (layout/FORMAT.md) and shown by `pacset info`. Choosing costs one placement
+// per candidate, about 4-8 of them, up to 4 at a time on 4 cores (each holds
+// 8 bytes a node); the encoding is done once.
 #pragma once
 
 #include <cstdint>
@@ -43,6 +47,7 @@
 
 #include "layout/pac_format.h"
 #include "model/forest.h"
+#include "util/csv.h"
 #include "util/status.h"
 
 namespace pacset {
@@ -64,6 +69,9 @@ struct PackOptions {
   bool leaf_ids = true;                  // store library leaf ids (for predict --leaf)
   bool force_wide_nodes = false;         // for tests: use 32-byte nodes even when 16 would be exact
   bool progress = false;                 // draw a progress bar on stderr
+  // Rows to count blocks per row on when choosing bin parameters (not owned;
+  // forest.num_features columns). Null: the expected count from the weights.
+  const RowMatrix* score_rows = nullptr;
 };
 
 // Validates block size, bin depth and trees per bin.
@@ -76,7 +84,7 @@ struct LayoutCandidate {
   uint32_t largest_bin = 0;    // trees in the largest bin it gave
   uint64_t num_bins = 0;
   uint64_t node_blocks = 0;   // bins + residuals
-  double blocks_per_row = 0;  // expected node blocks one row touches
+  double blocks_per_row = 0;  // node blocks one row touches: counted on the rows, else expected
 };
 
 struct PackReport {
@@ -95,9 +103,10 @@ struct PackReport {
   uint32_t bin_depth = 0;      // 0: no bins
   uint32_t trees_per_bin = 0;  // largest bin
   // Expected node blocks one row touches (EstimateBlocksPerRow), from the
-  // node weights the layout used.
-  double estimated_blocks_per_row = 0;
-  bool chose_bin_depth = false;             // bin_depth was chosen, not forced
+  // node weights the layout used; always computed.
+  double expected_blocks_per_row = 0;
+  uint64_t scored_rows = 0;      // rows the candidates were counted on; 0: by the expected count
+  bool chose_bin_depth = false;  // bin_depth was chosen, not forced
   bool chose_trees_per_bin = false;         // trees_per_bin was chosen, not forced
   std::vector<LayoutCandidate> candidates;  // compared when choosing, in order
   size_t chosen_candidate = 0;              // the packed one, in `candidates`

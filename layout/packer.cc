@@ -165,6 +165,8 @@ nlohmann::json BinChoiceJson(const PackOptions& o, CardinalitySource weights,
   return {{"bin_depth", o.bin_depth == kChooseBins ? "chosen" : "forced"},
           {"trees_per_bin", o.trees_per_bin == kChooseBins ? "chosen" : "forced"},
           {"weights", CardinalitySourceName(weights)},
+          {"scored_by", bins.scored_rows ? "rows" : "expected"},
+          {"rows", bins.scored_rows},
           {"candidates", list},
           {"chosen", bins.chosen}};
 }
@@ -193,6 +195,10 @@ uint64_t PlaceMetadata(PacHeader& h, size_t num_sections, size_t info_len) {
 StatusOr<Plan> MakePlan(const Forest& f, const PackOptions& o) {
   PACSET_RETURN_IF_ERROR(ValidatePackOptions(o));
   PACSET_RETURN_IF_ERROR(f.Validate());
+  if (o.score_rows && o.score_rows->num_rows > 0 && o.score_rows->num_cols != f.num_features)
+    return Status::InvalidArgument(
+        "rows to choose the bins with have " + std::to_string(o.score_rows->num_cols) +
+        " columns; the forest has " + std::to_string(f.num_features) + " features");
   Plan plan;
   const uint32_t bs = o.block_size;
   const uint64_t block_units = bs / kUnit;
@@ -252,7 +258,7 @@ StatusOr<Plan> MakePlan(const Forest& f, const PackOptions& o) {
         {"node_format", NodeFormatName(plan.format)},
         {"cardinality", CardinalitySourceName(f.cardinality_source)},
         {"packed_by", std::string("pacset ") + PACSET_VERSION},
-        {"estimated_blocks_per_row", Rounded(plan.bins.blocks_per_row)},
+        {"expected_blocks_per_row", Rounded(plan.bins.expected_blocks_per_row)},
     };
     if (!plan.bins.candidates.empty())
       info["bin_choice"] = BinChoiceJson(o, f.cardinality_source, plan.bins);
@@ -391,7 +397,8 @@ void FillReport(const Plan& plan, const PackOptions& o, PackReport* r) {
   r->num_bins = plan.bins.placement.num_bins;
   r->bin_depth = h.bin_depth;
   r->trees_per_bin = plan.bins.placement.max_trees_per_bin;
-  r->estimated_blocks_per_row = plan.bins.blocks_per_row;
+  r->expected_blocks_per_row = plan.bins.expected_blocks_per_row;
+  r->scored_rows = plan.bins.scored_rows;
   r->candidates = plan.bins.candidates;
   r->chosen_candidate = plan.bins.chosen;
   r->chose_bin_depth = !r->candidates.empty() && o.bin_depth == kChooseBins;

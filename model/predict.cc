@@ -6,27 +6,13 @@
 
 namespace pacset {
 
-namespace {
-
-// The child of internal node `g` (global id) that `row` goes to.
-inline int32_t Child(const Forest& f, uint64_t g, const double* row) {
-  const double x = row[f.split_feature[g]];
-  const bool left =
-      f.input_precision == Precision::kFloat32
-          ? GoesLeft<float>(static_cast<float>(x), static_cast<float>(f.threshold[g]), f.flags[g])
-          : GoesLeft<double>(x, f.threshold[g], f.flags[g]);
-  return left ? f.left_child[g] : f.right_child[g];
-}
-
-}  // namespace
-
 ForestPredictor::ForestPredictor(const Forest& forest)
     : f_(forest), rule_(OutputRule::FromForest(forest)) {}
 
 int32_t ForestPredictor::LeafIndex(size_t t, const double* row) const {
   const uint64_t base = f_.tree_offset[t];
   int32_t node = 0;
-  while (f_.left_child[base + node] >= 0) node = Child(f_, base + node, row);
+  while (f_.left_child[base + node] >= 0) node = ForestChild(f_, base + node, row);
   return node;
 }
 
@@ -69,7 +55,7 @@ void CalibrateCardinality(Forest& forest, const RowMatrix& rows) {
       int32_t node = 0;
       forest.cardinality[base] += 1;
       while (forest.left_child[base + node] >= 0) {
-        node = Child(forest, base + node, row);
+        node = ForestChild(forest, base + node, row);
         forest.cardinality[base + node] += 1;
       }
     }

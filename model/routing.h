@@ -31,4 +31,15 @@ inline bool GoesLeft(T x, T threshold, uint8_t flags) {
   return x <= threshold;
 }
 
+// The local id of the child of internal node `g` (global id) that `row`
+// goes to, for a Forest in memory.
+inline int32_t ForestChild(const Forest& f, uint64_t g, const double* row) {
+  const double x = row[f.split_feature[g]];
+  const bool left =
+      f.input_precision == Precision::kFloat32
+          ? GoesLeft<float>(static_cast<float>(x), static_cast<float>(f.threshold[g]), f.flags[g])
+          : GoesLeft<double>(x, f.threshold[g], f.flags[g]);
+  return left ? f.left_child[g] : f.right_child[g];
+}
+
 }  // namespace pacset

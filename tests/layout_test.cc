@@ -2,9 +2,13 @@
 // format predicts exactly what the in-memory forest predicts.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <set>
 
+#include <nlohmann/json.hpp>
+
+#include "layout/block_count.h"
 #include "layout/engine.h"
 #include "layout/pack.h"
 #include "model/predict.h"
@@ -350,6 +354,192 @@ TEST(Engine, LeafIdsNeedTheLeafIdSection) {
   EXPECT_EQ(e->PredictLeaves(rows, 1, &leaves).code(), StatusCode::kNotSupported);
   std::vector<double> out;
   EXPECT_TRUE(e->PredictAll(rows, false, 1, &out).ok());
+}
+
+// ---- Choosing the bin parameters (layout/layout_choice.cc) ----
+
+// With one tree and weights counted on the very rows routed, the expected
+// blocks per row has nothing left to approximate: it must equal the mean of
+// the blocks the engine actually touches for those rows (an independent
+// count: the engine walks the packed file).
+TEST(BinChoice, EstimateEqualsTheEngineCountForOneTreeCalibratedOnTheRows) {
+  for (Flavor flavor : {Flavor::kXgboost, Flavor::kSklearnProba}) {
+    RandomForestSpec spec;
+    spec.flavor = flavor;
+    spec.outputs = 12;  // sklearn: 96-byte leaf records, often not in their parent's block
+    spec.trees = 1;
+    spec.max_depth = 16;
+    spec.split_probability = 0.9;
+    spec.seed = 5;
+    Forest f = MakeRandomForest(spec);
+    const RowMatrix rows = MakeAdversarialRows(f, 500, 4);
+    CalibrateCardinality(f, rows);
+    for (LayoutKind layout : {LayoutKind::kPacset, LayoutKind::kBinDfs, LayoutKind::kBfs,
+                              LayoutKind::kBlockWdfs, LayoutKind::kBinBlockWdfs}) {
+      for (uint32_t depth : {kChooseBins, 1u, 3u}) {
+        if (!LayoutHasBins(layout) && depth != kChooseBins) continue;
+        PackOptions o;
+        o.layout = layout;
+        o.block_size = 4096;
+        o.bin_depth = depth;
+        PackReport r;
+        auto e = PackAndOpen(f, o, &r);
+        ASSERT_NE(e, nullptr);
+        auto counted = CountBlocksPerRow(*e, rows);
+        ASSERT_TRUE(counted.ok());
+        ASSERT_GT(e->file().header().node_block_count, 3u) << "need several blocks";
+        EXPECT_NEAR(r.expected_blocks_per_row, counted->mean(), 1e-9 * counted->mean())
+            << LayoutKindName(layout) << " depth " << depth << " flavor "
+            << static_cast<int>(flavor);
+      }
+    }
+  }
+}
+
+TEST(BinChoice, ChoosesTheCandidateWithTheFewestExpectedBlocks) {
+  RandomForestSpec spec;
+  spec.flavor = Flavor::kSklearnProba;
+  spec.trees = 40;
+  spec.max_depth = 14;
+  spec.split_probability = 0.9;
+  const Forest f = MakeRandomForest(spec);
+  PackOptions o;
+  o.block_size = 4096;
+  PackReport r;
+  ASSERT_NE(PackAndOpen(f, o, &r), nullptr);
+  ASSERT_GE(r.candidates.size(), 3u);
+  EXPECT_TRUE(r.chose_bin_depth);
+  EXPECT_TRUE(r.chose_trees_per_bin);
+  const LayoutCandidate& chosen = r.candidates[r.chosen_candidate];
+  for (const LayoutCandidate& c : r.candidates) EXPECT_LE(chosen.blocks_per_row, c.blocks_per_row);
+  EXPECT_EQ(r.bin_depth, chosen.bin_depth);
+  EXPECT_EQ(r.trees_per_bin, chosen.largest_bin);
+  EXPECT_EQ(r.expected_blocks_per_row, chosen.blocks_per_row);
+  // Depths are tried from 1 up, each filling blocks with as many trees as fit.
+  EXPECT_EQ(r.candidates[0].bin_depth, 1u);
+  EXPECT_EQ(r.candidates[0].trees_per_bin, kTreesPerBinFit);
+  EXPECT_EQ(r.candidates[1].bin_depth, 2u);
+}
+
+// With rows to score on (pacset's --calibrate), every candidate's count is
+// what the engine counts on the packed file for those rows, so the choice is
+// the true minimum for them.
+TEST(BinChoice, CountsOnScoreRowsEqualTheEngineCounts) {
+  RandomForestSpec spec;
+  spec.flavor = Flavor::kSklearnProba;
+  spec.outputs = 12;
+  spec.trees = 30;
+  spec.max_depth = 14;
+  spec.split_probability = 0.9;
+  const Forest f = MakeRandomForest(spec);
+  const RowMatrix rows = MakeAdversarialRows(f, 300, 8);
+  for (LayoutKind layout : {LayoutKind::kPacset, LayoutKind::kBinBfs}) {
+    PackOptions o;
+    o.layout = layout;
+    o.block_size = 4096;
+    o.score_rows = &rows;
+    PackReport r;
+    ASSERT_NE(PackAndOpen(f, o, &r), nullptr);
+    EXPECT_EQ(r.scored_rows, 300u);
+    ASSERT_GE(r.candidates.size(), 3u);
+    for (const LayoutCandidate& c : r.candidates) {
+      PackOptions forced = o;
+      forced.bin_depth = c.bin_depth;
+      forced.trees_per_bin = c.trees_per_bin;
+      auto e = PackAndOpen(f, forced);
+      ASSERT_NE(e, nullptr);
+      auto counted = CountBlocksPerRow(*e, rows);
+      ASSERT_TRUE(counted.ok());
+      EXPECT_NEAR(c.blocks_per_row, counted->mean(), 1e-9)
+          << LayoutKindName(layout) << " depth " << c.bin_depth;
+      EXPECT_LE(r.candidates[r.chosen_candidate].blocks_per_row, counted->mean());
+    }
+  }
+  // Many rows: counted on 2,000 of them.
+  const RowMatrix many = MakeAdversarialRows(f, 2500, 9);
+  PackOptions o;
+  o.block_size = 4096;
+  o.score_rows = &many;
+  PackReport r;
+  ASSERT_NE(PackAndOpen(f, o, &r), nullptr);
+  EXPECT_EQ(r.scored_rows, 2000u);
+  // Rows of the wrong width are refused.
+  RowMatrix narrow;
+  narrow.num_rows = 1;
+  narrow.num_cols = f.num_features - 1;
+  narrow.values.assign(narrow.num_cols, 0.0);
+  o.score_rows = &narrow;
+  EXPECT_EQ(PackForestToBuffer(f, o).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(BinChoice, ForcedParametersAreKept) {
+  RandomForestSpec spec;
+  spec.trees = 40;
+  spec.max_depth = 12;
+  const Forest f = MakeRandomForest(spec);
+  PackOptions o;
+  o.block_size = 4096;
+  o.bin_depth = 3;
+  o.trees_per_bin = 7;
+  PackReport r;
+  auto e = PackAndOpen(f, o, &r);
+  ASSERT_NE(e, nullptr);
+  EXPECT_TRUE(r.candidates.empty());  // nothing to choose
+  EXPECT_EQ(e->file().header().bin_depth, 3u);
+  EXPECT_EQ(e->file().header().trees_per_bin, 7u);
+  EXPECT_EQ(r.num_bins, 6u);
+  // A forced depth: only the trees per bin are chosen, at that depth.
+  o.trees_per_bin = kChooseBins;
+  ASSERT_NE(PackAndOpen(f, o, &r), nullptr);
+  EXPECT_FALSE(r.chose_bin_depth);
+  EXPECT_TRUE(r.chose_trees_per_bin);
+  for (const LayoutCandidate& c : r.candidates) EXPECT_EQ(c.bin_depth, 3u);
+  // Forced trees per bin: every depth candidate uses it.
+  o.bin_depth = kChooseBins;
+  o.trees_per_bin = 5;
+  ASSERT_NE(PackAndOpen(f, o, &r), nullptr);
+  EXPECT_TRUE(r.chose_bin_depth);
+  EXPECT_FALSE(r.chose_trees_per_bin);
+  ASSERT_GE(r.candidates.size(), 2u);
+  for (const LayoutCandidate& c : r.candidates) {
+    EXPECT_EQ(c.trees_per_bin, 5u);
+    EXPECT_EQ(c.num_bins, 8u);
+  }
+  // Layouts without bins have nothing to choose.
+  o.layout = LayoutKind::kDfs;
+  auto dfs = PackAndOpen(f, o, &r);
+  ASSERT_NE(dfs, nullptr);
+  EXPECT_TRUE(r.candidates.empty());
+  EXPECT_EQ(dfs->file().header().bin_depth, 0u);
+}
+
+// The source info keeps the choice for `pacset info` (layout/FORMAT.md §4).
+TEST(BinChoice, SourceInfoRecordsTheCandidatesAndTheChoice) {
+  RandomForestSpec spec;
+  spec.trees = 30;
+  spec.max_depth = 12;
+  const Forest f = MakeRandomForest(spec);
+  PackOptions o;
+  o.block_size = 4096;
+  o.trees_per_bin = kTreesPerBinFit;
+  PackReport r;
+  auto e = PackAndOpen(f, o, &r);
+  ASSERT_NE(e, nullptr);
+  const auto info = nlohmann::json::parse(e->file().SourceInfoJson());
+  EXPECT_DOUBLE_EQ(info.at("expected_blocks_per_row").get<double>(),
+                   std::round(r.expected_blocks_per_row * 100) / 100);
+  const auto& choice = info.at("bin_choice");
+  EXPECT_EQ(choice.at("bin_depth"), "chosen");
+  EXPECT_EQ(choice.at("trees_per_bin"), "forced");
+  EXPECT_EQ(choice.at("weights"), "training");
+  EXPECT_EQ(choice.at("chosen").get<size_t>(), r.chosen_candidate);
+  ASSERT_EQ(choice.at("candidates").size(), r.candidates.size());
+  for (size_t i = 0; i < r.candidates.size(); ++i) {
+    const auto& c = choice.at("candidates")[i];
+    EXPECT_EQ(c.at("bin_depth").get<uint32_t>(), r.candidates[i].bin_depth);
+    EXPECT_EQ(c.at("trees_per_bin").get<uint32_t>(), 0u);  // fit
+    EXPECT_EQ(c.at("largest_bin").get<uint32_t>(), r.candidates[i].largest_bin);
+  }
 }
 
 }  // namespace

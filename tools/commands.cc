@@ -282,18 +282,20 @@ StatusOr<PackOptions> ToPackOptions(const PackCliOptions& c) {
   return o;
 }
 
+// Imports a model to pack; with `calibrate` rows, they weigh the layout and
+// (through *rows, for PackOptions::score_rows) choose its bin parameters.
 StatusOr<Forest> LoadForPacking(const std::string& model, ModelFormat format,
-                                const std::string& calibrate) {
+                                const std::string& calibrate, RowMatrix* rows) {
   if (IsPacFile(model))
     return Status::InvalidArgument(model +
                                    " is already a packed .pac file; pack the model it "
                                    "came from instead");
   PACSET_ASSIGN_OR_RETURN(Forest forest, ImportModelWarning(model, format));
   if (!calibrate.empty()) {
-    PACSET_ASSIGN_OR_RETURN(RowMatrix rows, ReadCsvRows(calibrate, forest.num_features));
-    if (rows.num_rows == 0)
+    PACSET_ASSIGN_OR_RETURN(*rows, ReadCsvRows(calibrate, forest.num_features));
+    if (rows->num_rows == 0)
       return Status::InvalidArgument(calibrate + ": no rows to calibrate with");
-    CalibrateCardinality(forest, rows);
+    CalibrateCardinality(forest, *rows);
   }
   return forest;
 }
@@ -308,15 +310,18 @@ void PrintBinChoice(const nlohmann::json& source) {
     return o.is_object() && o.contains(key) && o[key].is_string() ? o[key].get<std::string>()
                                                                   : std::string("?");
   };
-  if (source.is_object() && source.contains("estimated_blocks_per_row"))
+  if (source.is_object() && source.contains("expected_blocks_per_row"))
     std::printf("expected:      %.2f node blocks per row (from the node weights)\n",
-                number(source, "estimated_blocks_per_row"));
+                number(source, "expected_blocks_per_row"));
   if (!source.is_object() || !source.contains("bin_choice")) return;
   const nlohmann::json& c = source["bin_choice"];
-  std::printf(
-      "bin choice:    bin depth %s, trees per bin %s: fewest expected blocks per row (%s "
-      "weights)\n",
-      text(c, "bin_depth").c_str(), text(c, "trees_per_bin").c_str(), text(c, "weights").c_str());
+  const std::string why =
+      text(c, "scored_by") == "rows"
+          ? "fewest blocks per row on " + std::to_string(int64_t(number(c, "rows"))) +
+                " calibration rows"
+          : "fewest expected blocks per row (" + text(c, "weights") + " weights)";
+  std::printf("bin choice:    bin depth %s, trees per bin %s: %s\n", text(c, "bin_depth").c_str(),
+              text(c, "trees_per_bin").c_str(), why.c_str());
   if (!c.is_object() || !c.contains("candidates") || !c["candidates"].is_array()) return;
   std::printf("                 depth  trees/bin   bins  largest bin  node blocks  blocks/row\n");
   const double chosen = number(c, "chosen");
@@ -504,8 +509,10 @@ Status RunPack(const PackCommandOptions& opts) {
   PACSET_ASSIGN_OR_RETURN(PackOptions po, ToPackOptions(opts.pack));
   po.progress = true;
   auto t0 = std::chrono::steady_clock::now();
+  RowMatrix calibrate;
   PACSET_ASSIGN_OR_RETURN(Forest forest,
-                          LoadForPacking(opts.model, opts.format, opts.pack.calibrate));
+                          LoadForPacking(opts.model, opts.format, opts.pack.calibrate, &calibrate));
+  if (calibrate.num_rows) po.score_rows = &calibrate;
   if (!opts.pack.weights_from_trace.empty()) {
     if (!opts.pack.calibrate.empty())
       return Status::InvalidArgument(
@@ -548,12 +555,16 @@ Status RunPack(const PackCommandOptions& opts) {
       static_cast<unsigned long long>(r.leaf_id_blocks));
   if (!r.candidates.empty()) {
     const LayoutCandidate& c = r.candidates[r.chosen_candidate];
+    const std::string score =
+        r.scored_rows ? "blocks per row on " + std::to_string(r.scored_rows) + " calibration rows"
+                      : "expected blocks per row";
     std::printf(
-        "  bin depth %u%s, trees per bin %s%s: %.2f expected blocks per row, the fewest of %zu "
-        "candidates (pacset info lists them)\n",
+        "  bin depth %u%s, trees per bin %s%s: %.2f %s, the fewest of %zu candidates (pacset "
+        "info lists them)\n",
         c.bin_depth, r.chose_bin_depth ? " (chosen)" : "",
         c.trees_per_bin == kTreesPerBinFit ? "fit" : std::to_string(c.trees_per_bin).c_str(),
-        r.chose_trees_per_bin ? " (chosen)" : "", c.blocks_per_row, r.candidates.size());
+        r.chose_trees_per_bin ? " (chosen)" : "", c.blocks_per_row, score.c_str(),
+        r.candidates.size());
   }
   std::printf("  nodes %s%s%s; import %.2f s, layout %.2f s, write %.2f s\n",
               NodeFormatName(r.node_format), r.node_format_reason.empty() ? "" : ": ",
@@ -562,7 +573,9 @@ Status RunPack(const PackCommandOptions& opts) {
 }
 
 Status RunLayoutReport(const LayoutReportOptions& opts) {
-  PACSET_ASSIGN_OR_RETURN(Forest forest, LoadForPacking(opts.model, opts.format, opts.calibrate));
+  RowMatrix calibrate;
+  PACSET_ASSIGN_OR_RETURN(Forest forest,
+                          LoadForPacking(opts.model, opts.format, opts.calibrate, &calibrate));
   PACSET_ASSIGN_OR_RETURN(RowMatrix rows, ReadCsvRows(opts.input, forest.num_features));
   if (rows.num_rows == 0) return Status::InvalidArgument(opts.input + ": no rows");
   std::vector<uint32_t> sizes;
@@ -598,6 +611,7 @@ Status RunLayoutReport(const LayoutReportOptions& opts) {
       po.layout = k;
       po.block_size = bs;
       po.leaf_ids = false;
+      if (calibrate.num_rows) po.score_rows = &calibrate;
       PACSET_RETURN_IF_ERROR(ValidatePackOptions(po));
       PackReport pr;
       PACSET_ASSIGN_OR_RETURN(std::string bytes, PackForestToBuffer(forest, po, &pr));
@@ -617,7 +631,7 @@ Status RunLayoutReport(const LayoutReportOptions& opts) {
       const double mx = sorted.back();
       per_size[LayoutKindName(k)] = {
           {"blocks_per_row", {{"mean", mean}, {"median", median}, {"p95", p95}, {"max", mx}}},
-          {"expected_blocks_per_row", pr.estimated_blocks_per_row},
+          {"expected_blocks_per_row", pr.expected_blocks_per_row},
           {"bin_depth", pr.bin_depth},
           {"trees_per_bin", pr.trees_per_bin},
           {"batch_unique_blocks", counts.batch_unique},
@@ -627,7 +641,7 @@ Status RunLayoutReport(const LayoutReportOptions& opts) {
       if (!opts.json)
         std::printf("%-8s %-14s %5u %5u %9.2f %9.2f %7.1f %7.0f %7.0f %12llu %12llu %6llu\n",
                     HumanBytes(bs).c_str(), LayoutKindName(k), pr.bin_depth, pr.trees_per_bin, mean,
-                    pr.estimated_blocks_per_row, median, p95, mx,
+                    pr.expected_blocks_per_row, median, p95, mx,
                     static_cast<unsigned long long>(counts.batch_unique),
                     static_cast<unsigned long long>(h.block_count),
                     static_cast<unsigned long long>(h.node_first_block));
@@ -686,8 +700,10 @@ Status RunImport(const ImportOptions& opts) {
     // A model: pack it on the way in, into a temporary file.
     PACSET_ASSIGN_OR_RETURN(PackOptions po, ToPackOptions(opts.pack));
     po.progress = true;
-    PACSET_ASSIGN_OR_RETURN(Forest forest,
-                            LoadForPacking(opts.input, opts.format, opts.pack.calibrate));
+    RowMatrix calibrate;
+    PACSET_ASSIGN_OR_RETURN(
+        Forest forest, LoadForPacking(opts.input, opts.format, opts.pack.calibrate, &calibrate));
+    if (calibrate.num_rows) po.score_rows = &calibrate;
     PACSET_ASSIGN_OR_RETURN(temp, TempDir::Create("pacset-import"));
     pac = temp->path() + "/forest.pac";
     PACSET_RETURN_IF_ERROR(PackForestToFile(forest, po, pac));

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fs/control.h"
+#include "layout/block_count.h"
 #include "layout/engine.h"
 #include "layout/pack.h"
 #include "model/import.h"
@@ -86,12 +87,10 @@ StatusOr<uint32_t> ParseSize(const std::string& text) {
 
 CountDistribution Analytical(const PacEngine& engine, const RowMatrix& rows, Status* s) {
   CountDistribution d;
-  std::vector<uint64_t> touched;
-  for (size_t r = 0; r < rows.num_rows; ++r) {
-    *s = engine.TouchedBlocks(rows.row(r), &touched);
-    if (!s->ok()) return d;
-    d.Add(touched.size());
-  }
+  auto counts = CountBlocksPerRow(engine, rows);
+  *s = counts.status();
+  if (counts.ok())
+    for (uint64_t c : counts->per_row) d.Add(c);
   return d;
 }
 

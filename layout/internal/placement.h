@@ -106,14 +106,22 @@ double EstimateBlocksPerRow(const PackInput& in, const Placement& p, uint32_t bl
 inline constexpr uint32_t kMaxLatentClasses = 64;
 uint32_t LatentClasses(const Forest& f, const std::vector<uint8_t>& reachable);
 
+// Mean distinct node-region blocks per row over `rows`, routed through the
+// forest (the count the engine would make on the packed file, without
+// packing it). O(rows x path lengths).
+double CountBlocksPerRow(const PackInput& in, const Placement& p, uint32_t block_size,
+                         const RowMatrix& rows);
+
 // Places the forest with the bin parameters of `o` (PackOptions::bin_depth
-// and trees_per_bin; kChooseBins ones are chosen, see pack.h). Every
-// candidate is placed in full and estimated; the fewest estimated blocks per
-// row wins. Layouts without bins are placed once.
+// and trees_per_bin; kChooseBins ones are chosen, see pack.h): every
+// candidate is placed in full and scored, on o.score_rows when given, else
+// by EstimateBlocksPerRow; the lowest score wins (ties: the first tried).
+// Layouts without bins are placed once.
 struct BinDecision {
   BinParams params;
   Placement placement;
-  double blocks_per_row = 0;  // EstimateBlocksPerRow of `placement`
+  double expected_blocks_per_row = 0;  // EstimateBlocksPerRow of `placement`
+  uint64_t scored_rows = 0;            // rows the scores were counted on; 0: expected
   std::vector<LayoutCandidate>
       candidates;     // what was compared, in order; empty if nothing was chosen
   size_t chosen = 0;  // index of the packed one in `candidates`
