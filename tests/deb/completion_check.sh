@@ -41,6 +41,7 @@ expect "pacset import x --la" --layout
 expect "pacset import x --layout bin-b" bin-block-wdfs
 expect "pacset pack m --format sk" sklearn-pickle
 expect "pacset layout-report m --layouts bfs,d" bfs,dfs
+expect "pacset pack m --trees-per-bin f" fit
 expect "pacset rm debtest" "$name"
 expect "pacset export --store rocksdb:/var/lib/pacsetfs/store debtest" "$name"
 expect "pacsetfs u" unmount
