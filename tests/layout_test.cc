@@ -396,13 +396,19 @@ TEST(BinChoice, EstimateEqualsTheEngineCountForOneTreeCalibratedOnTheRows) {
   }
 }
 
-TEST(BinChoice, ChoosesTheCandidateWithTheFewestExpectedBlocks) {
+// Trees deep enough for bin depths 1..8 to differ.
+Forest ForestForBins(int trees, Flavor flavor = Flavor::kXgboost, int outputs = 3) {
   RandomForestSpec spec;
-  spec.flavor = Flavor::kSklearnProba;
-  spec.trees = 40;
+  spec.flavor = flavor;
+  spec.outputs = outputs;
+  spec.trees = trees;
   spec.max_depth = 14;
   spec.split_probability = 0.9;
-  const Forest f = MakeRandomForest(spec);
+  return MakeRandomForest(spec);
+}
+
+TEST(BinChoice, ChoosesTheCandidateWithTheFewestExpectedBlocks) {
+  const Forest f = ForestForBins(40, Flavor::kSklearnProba);
   PackOptions o;
   o.block_size = 4096;
   PackReport r;
@@ -425,13 +431,7 @@ TEST(BinChoice, ChoosesTheCandidateWithTheFewestExpectedBlocks) {
 // what the engine counts on the packed file for those rows, so the choice is
 // the true minimum for them.
 TEST(BinChoice, CountsOnScoreRowsEqualTheEngineCounts) {
-  RandomForestSpec spec;
-  spec.flavor = Flavor::kSklearnProba;
-  spec.outputs = 12;
-  spec.trees = 30;
-  spec.max_depth = 14;
-  spec.split_probability = 0.9;
-  const Forest f = MakeRandomForest(spec);
+  const Forest f = ForestForBins(30, Flavor::kSklearnProba, /*outputs=*/12);
   const RowMatrix rows = MakeAdversarialRows(f, 300, 8);
   for (LayoutKind layout : {LayoutKind::kPacset, LayoutKind::kBinBfs}) {
     PackOptions o;
@@ -473,10 +473,7 @@ TEST(BinChoice, CountsOnScoreRowsEqualTheEngineCounts) {
 }
 
 TEST(BinChoice, ForcedParametersAreKept) {
-  RandomForestSpec spec;
-  spec.trees = 40;
-  spec.max_depth = 12;
-  const Forest f = MakeRandomForest(spec);
+  const Forest f = ForestForBins(40);
   PackOptions o;
   o.block_size = 4096;
   o.bin_depth = 3;
@@ -515,10 +512,7 @@ TEST(BinChoice, ForcedParametersAreKept) {
 
 // The source info keeps the choice for `pacset info` (layout/FORMAT.md §4).
 TEST(BinChoice, SourceInfoRecordsTheCandidatesAndTheChoice) {
-  RandomForestSpec spec;
-  spec.trees = 30;
-  spec.max_depth = 12;
-  const Forest f = MakeRandomForest(spec);
+  const Forest f = ForestForBins(30);
   PackOptions o;
   o.block_size = 4096;
   o.trees_per_bin = kTreesPerBinFit;
