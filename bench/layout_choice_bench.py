@@ -16,13 +16,17 @@ machine. Columns:
   calibrated   --calibrate with 1,000 other rows of the file (rows n..n+999),
                so the choice is counted on rows that are not measured
 Pack time: `pacset pack` with the choice and with depth 2 fixed, the same
-binary, interleaved rounds; the layout seconds pack reports (import and
-writing do not change), min / median / max.
+binary, interleaved rounds; the layout seconds pack reports (wall clock;
+import and writing do not change) and the CPU seconds of the whole pack
+(user + system, all threads: less sensitive to a busy machine), min / median
+/ max. --baseline adds another pacset
+binary's default pack to the rounds (e.g. one built before the choice).
 """
 import argparse
 import json
 import os
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -53,6 +57,7 @@ def main():
     ap.add_argument("--layouts", default="pacset,bin-block-wdfs")
     ap.add_argument("--block-sizes", default="4KiB,64KiB")
     ap.add_argument("--pack-rounds", type=int, default=3)
+    ap.add_argument("--baseline", help="another pacset binary whose default pack to time too")
     a = ap.parse_args()
     layouts = a.layouts.split(",")
     block_sizes = a.block_sizes.split(",")
@@ -90,16 +95,27 @@ def main():
                       f"{'(%d, %d)' % (k['bin_depth'], k['trees_per_bin']):>10} {km / base:6.3f}")
 
         # What choosing costs pack (64 KiB, the default block size).
-        times = {"chosen": [], "depth 2": []}
+        variants = [("chosen", a.pacset, []),
+                    ("depth 2", a.pacset, ["--bin-depth", "2", "--trees-per-bin", "fit"])]
+        if a.baseline:
+            variants.append(("baseline", a.baseline, []))
+        times = {name: [] for name, _, _ in variants}
+        cpu = {name: [] for name, _, _ in variants}
         for _ in range(a.pack_rounds):
-            for name, extra in (("chosen", []), ("depth 2", ["--bin-depth", "2",
-                                                             "--trees-per-bin", "fit"])):
-                out = run(a.pacset, "pack", model, "-o", os.path.join(tmp, "x.pac"), *extra)
+            for name, binary, extra in variants:
+                before = resource.getrusage(resource.RUSAGE_CHILDREN)
+                out = run(binary, "pack", model, "-o", os.path.join(tmp, "x.pac"), *extra)
+                after = resource.getrusage(resource.RUSAGE_CHILDREN)
                 times[name].append(float(re.search(r"layout ([0-9.]+) s", out).group(1)))
-        print(f"\npack {a.model} (64 KiB), layout seconds over {a.pack_rounds} interleaved rounds "
+                cpu[name].append(after.ru_utime + after.ru_stime - before.ru_utime -
+                                 before.ru_stime)
+        print(f"\npack {a.model} (64 KiB), {a.pack_rounds} interleaved rounds "
               "(min / median / max):")
+        print(f"  {'':<8} {'layout s (wall)':>24}   {'whole pack, CPU s':>24}")
         for name, t in times.items():
-            print(f"  {name:<8} {min(t):6.2f} / {statistics.median(t):6.2f} / {max(t):6.2f}")
+            c = cpu[name]
+            print(f"  {name:<8} {min(t):6.2f} / {statistics.median(t):6.2f} / {max(t):6.2f}   "
+                  f"{min(c):6.2f} / {statistics.median(c):6.2f} / {max(c):6.2f}")
         print(f"  choosing costs x{statistics.median(times['chosen']) / statistics.median(times['depth 2']):.1f}"
               " the fixed layout time")
 

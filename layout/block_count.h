@@ -2,9 +2,11 @@
 // `pacset layout-report` and `pacset-trace layouts` show (each block counted
 // once per row, as if a block once read stays in memory for the row).
 //
-// The packer's expected count, from node weights and without rows, is
-// EstimateBlocksPerRow (layout/internal/placement.h); `pacset layout-report`
-// shows the two side by side.
+// The packer scores bin candidates before encoding them, on a placement:
+// CountPlacedBlocksPerRow (the same count, on rows) and EstimateBlocksPerRow
+// (the expected count from node weights, without rows), both in
+// layout/internal/placement.h; `pacset layout-report` shows the expected
+// count beside this one.
 #pragma once
 
 #include <cstdint>

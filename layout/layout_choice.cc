@@ -167,8 +167,8 @@ double EstimateBlocksPerRow(const PackInput& in, const Placement& p, uint32_t bl
   return expected;
 }
 
-double CountBlocksPerRow(const PackInput& in, const Placement& p, uint32_t block_size,
-                         const RowMatrix& rows) {
+double CountPlacedBlocksPerRow(const PackInput& in, const Placement& p, uint32_t block_size,
+                               const RowMatrix& rows) {
   const Forest& f = *in.forest;
   const uint64_t block_units = block_size / kUnit;
   std::vector<uint64_t> seen(p.node_blocks, 0);  // the last row (+1) that touched the block
@@ -235,7 +235,7 @@ class Scorer {
     e.candidate.num_bins = e.placement.num_bins;
     e.candidate.node_blocks = e.placement.node_blocks;
     e.candidate.blocks_per_row = rows_.num_rows > 0
-                                     ? CountBlocksPerRow(in_, e.placement, block_size_, rows_)
+                                     ? CountPlacedBlocksPerRow(in_, e.placement, block_size_, rows_)
                                      : EstimateBlocksPerRow(in_, e.placement, block_size_);
     return e;
   }

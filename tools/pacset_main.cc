@@ -40,13 +40,15 @@ void AddPackOptions(CLI::App* app, pacset::PackCliOptions* o) {
   app->add_option("--block-size", o->block_size, "Block size: 4KiB .. 1MiB, a power of two")
       ->default_val("64KiB");
   app->add_option("--bin-depth", o->bin_depth,
-                  "Levels per interleaved bin, 1..16 (auto: the fewest expected blocks per row)")
+                  "Levels per interleaved bin, 1..16 (auto: the fewest blocks per row; pacset "
+                  "info shows the candidates)")
       ->default_val("auto");
   app->add_option("--trees-per-bin", o->trees_per_bin,
                   "Trees per bin (auto: chosen; fit: as many as fit a block)")
       ->default_val("auto");
   app->add_option("--calibrate", o->calibrate,
-                  "CSV rows: weigh the layout by how many of them reach each node");
+                  "CSV rows: weigh the layout by how many of them reach each node, and choose "
+                  "the bins by the blocks they touch");
   app->add_flag("--no-leaf-ids", o->no_leaf_ids,
                 "Leave out the leaf-id section (smaller file; predict --leaf then fails)");
   // Hidden: 32-byte nodes even where 16 would be exact (tests/spec reads both).
@@ -126,7 +128,8 @@ int main(int argc, char** argv) {
   r->add_option("--trees-per-bin", report.trees_per_bin,
                 "Trees per bin (auto: chosen; fit: as many as fit a block)")
       ->default_val("auto");
-  r->add_option("--calibrate", report.calibrate, "CSV rows to count node cardinalities with");
+  r->add_option("--calibrate", report.calibrate,
+                "CSV rows to count node cardinalities with (and to choose the bins by)");
   r->add_flag("--json", report.json, "Print one JSON object");
   AddFormat(r, &report_format);
 
