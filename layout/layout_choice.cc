@@ -218,9 +218,11 @@ struct Evaluated {
 // Places candidates and scores them (counted on rows when there are some).
 class Scorer {
  public:
-  Scorer(const LayoutPolicy& policy, const PackInput& in, const PackOptions& o)
-      : policy_(policy), in_(in), block_size_(o.block_size) {
-    if (o.score_rows && o.score_rows->num_rows > 0) rows_ = SampleRows(*o.score_rows);
+  // `rows`: count on them (up to kMaxScoreRows); null: the expected count.
+  Scorer(const LayoutPolicy& policy, const PackInput& in, uint32_t block_size,
+         const RowMatrix* rows)
+      : policy_(policy), in_(in), block_size_(block_size) {
+    if (rows && rows->num_rows > 0) rows_ = SampleRows(*rows);
   }
   uint64_t rows() const { return rows_.num_rows; }
 
@@ -268,7 +270,11 @@ class Scorer {
 
 BinDecision DecideBins(const LayoutPolicy& policy, const PackInput& in, const PackOptions& o) {
   const Forest& f = *in.forest;
-  const Scorer scorer(policy, in, o);
+  const bool binned = LayoutHasBins(o.layout);
+  const bool choose_depth = binned && o.bin_depth == kChooseBins;
+  const bool choose_trees = binned && o.trees_per_bin == kChooseBins;
+  const Scorer scorer(policy, in, o.block_size,
+                      choose_depth || choose_trees ? o.score_rows : nullptr);
   // Each candidate in flight holds a placement (8 bytes a node); the results
   // are taken in order, so the choice never depends on the thread count.
   const unsigned threads = std::max(1u, std::min(4u, std::thread::hardware_concurrency()));
@@ -283,9 +289,6 @@ BinDecision DecideBins(const LayoutPolicy& policy, const PackInput& in, const Pa
     d.chosen = tried.size() - 1;
     return true;
   };
-  const bool binned = LayoutHasBins(o.layout);
-  const bool choose_depth = binned && o.bin_depth == kChooseBins;
-  const bool choose_trees = binned && o.trees_per_bin == kChooseBins;
   const uint32_t first_trees = o.trees_per_bin == kChooseBins ? kTreesPerBinFit : o.trees_per_bin;
   if (!binned) {
     consider(scorer.Evaluate(0, 0));
