@@ -31,8 +31,8 @@
 // *expected* count from the node weights alone (training cardinalities: a
 // node's access probability is its cardinality over its root's), which tracks
 // measured counts within a few percent but cannot tell apart candidates that
-// close (layout/internal/placement.h, bench/layout_choice_bench.sh).
-// Candidates: depths 1, 2, ... until two in a row do not improve (at most 8
+// close (layout/internal/placement.h, bench/layout_choice_bench.py).
+// Candidates: depths 1, 2, ... until three in a row do not improve (at most 8
 // and the forest's depth), each with as many trees per bin as fit one block;
 // then, at the best depth, one bin of all trees when bins are small. The
 // choice and every candidate's score are kept in the file's source info
