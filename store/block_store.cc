@@ -125,7 +125,9 @@ std::string RedactStoreUri(const std::string& uri) {
 
 namespace {
 
-const char kUriHelp[] = "expected rocksdb:PATH, dir:PATH or redis://[:PASSWORD@]HOST:PORT[/DB]";
+const char kUriHelp[] =
+    "expected rocksdb:PATH, dir:PATH, redis://[:PASSWORD@]HOST:PORT[/DB] or "
+    "redis-cluster://[:PASSWORD@]HOST:PORT[,HOST:PORT...]";
 
 Status BadUri(const std::string& uri, const std::string& why) {
   return Status::InvalidArgument("bad store URI '" + RedactStoreUri(uri) + "': " + why + " (" +
@@ -189,10 +191,38 @@ StatusOr<std::string> PercentDecode(const std::string& uri, const std::string& s
   return out;
 }
 
+// HOST[:PORT] or [IPV6][:PORT] into a->host, a->port.
+Status ParseHostPort(const std::string& uri, const std::string& authority,
+                     store_internal::RedisAddress* a) {
+  std::string port;
+  if (!authority.empty() && authority[0] == '[') {  // [::1]:6379
+    const size_t close = authority.find(']');
+    if (close == std::string::npos) return BadUri(uri, "unclosed '[' in the host");
+    a->host = authority.substr(1, close - 1);
+    const std::string after = authority.substr(close + 1);
+    if (!after.empty()) {
+      if (after[0] != ':') return BadUri(uri, "expected ':PORT' after the host");
+      port = after.substr(1);
+      if (port.empty()) return BadUri(uri, "the port is empty");
+    }
+  } else {
+    const size_t colon = authority.rfind(':');
+    a->host = authority.substr(0, colon);
+    if (colon != std::string::npos) {
+      port = authority.substr(colon + 1);
+      if (port.empty()) return BadUri(uri, "the port is empty");
+    }
+  }
+  if (a->host.empty()) return BadUri(uri, "the host is empty");
+  if (!port.empty() && !ParsePort(port, &a->port))
+    return BadUri(uri, "'" + port + "' is not a port number (1-65535)");
+  return Status::Ok();
+}
+
 StatusOr<store_internal::RedisAddress> ParseRedisUri(const std::string& uri,
                                                      const StoreOptions& options) {
   store_internal::RedisAddress a;
-  std::string rest = uri.substr(std::string("redis:").size());
+  std::string rest = uri.substr(uri.find(':') + 1);
   if (rest.rfind("//", 0) != 0) return BadUri(uri, "redis needs '//' after the scheme");
   rest = rest.substr(2);
   if (rest.find_first_of("?#") != std::string::npos)
@@ -210,28 +240,7 @@ StatusOr<store_internal::RedisAddress> ParseRedisUri(const std::string& uri,
     PACSET_ASSIGN_OR_RETURN(a.user, PercentDecode(uri, userinfo.substr(0, colon)));
     PACSET_ASSIGN_OR_RETURN(a.password, PercentDecode(uri, userinfo.substr(colon + 1)));
   }
-  std::string port;
-  if (!authority.empty() && authority[0] == '[') {  // [::1]:6379
-    const size_t close = authority.find(']');
-    if (close == std::string::npos) return BadUri(uri, "unclosed '[' in the host");
-    a.host = authority.substr(1, close - 1);
-    const std::string after = authority.substr(close + 1);
-    if (!after.empty()) {
-      if (after[0] != ':') return BadUri(uri, "expected ':PORT' after the host");
-      port = after.substr(1);
-      if (port.empty()) return BadUri(uri, "the port is empty");
-    }
-  } else {
-    const size_t colon = authority.rfind(':');
-    a.host = authority.substr(0, colon);
-    if (colon != std::string::npos) {
-      port = authority.substr(colon + 1);
-      if (port.empty()) return BadUri(uri, "the port is empty");
-    }
-  }
-  if (a.host.empty()) return BadUri(uri, "the host is empty");
-  if (!port.empty() && !ParsePort(port, &a.port))
-    return BadUri(uri, "'" + port + "' is not a port number (1-65535)");
+  PACSET_RETURN_IF_ERROR(ParseHostPort(uri, authority, &a));
   if (!db.empty()) {
     uint64_t n = 0;
     bool digits = db.size() <= 6;
@@ -244,6 +253,33 @@ StatusOr<store_internal::RedisAddress> ParseRedisUri(const std::string& uri,
   if (a.password.empty())
     if (const char* env = std::getenv(kRedisPasswordEnv); env != nullptr) a.password = env;
   return a;
+}
+
+// redis-cluster://[[USER]:PASSWORD@]HOST:PORT[,HOST:PORT...]: the seeds, each
+// with the credentials. A cluster has only database 0.
+StatusOr<std::vector<store_internal::RedisAddress>> ParseRedisClusterUri(
+    const std::string& uri, const StoreOptions& options) {
+  const size_t scheme_end = uri.find(':');
+  const std::string rest = uri.substr(scheme_end + 1);
+  const size_t at = rest.rfind('@');
+  const size_t hosts_begin = at == std::string::npos ? 2 : at + 1;  // after "//"
+  if (rest.find('/', std::min(hosts_begin, rest.size())) != std::string::npos)
+    return BadUri(uri, "a Redis Cluster has only database 0: no /DB");
+  // The first seed with the credentials parses like redis://; the others are HOST:PORT.
+  const size_t comma = rest.find(',', std::min(hosts_begin, rest.size()));
+  PACSET_ASSIGN_OR_RETURN(
+      store_internal::RedisAddress first,
+      ParseRedisUri(uri.substr(0, scheme_end + 1) + rest.substr(0, comma), options));
+  std::vector<store_internal::RedisAddress> seeds = {first};
+  for (size_t begin = comma; begin != std::string::npos;) {
+    const size_t end = rest.find(',', begin + 1);
+    store_internal::RedisAddress a = first;
+    PACSET_RETURN_IF_ERROR(ParseHostPort(
+        uri, rest.substr(begin + 1, end == std::string::npos ? end : end - begin - 1), &a));
+    seeds.push_back(a);
+    begin = end;
+  }
+  return seeds;
 }
 
 }  // namespace
@@ -266,6 +302,12 @@ StatusOr<std::unique_ptr<BlockStore>> OpenBlockStore(const std::string& uri,
   if (scheme == "redis") {
     PACSET_ASSIGN_OR_RETURN(store_internal::RedisAddress address, ParseRedisUri(uri, options));
     return store_internal::OpenRedisStore(address, options);
+  }
+  // redis+cluster:// is the spelling of the issue that asked for it.
+  if (scheme == "redis-cluster" || scheme == "redis+cluster") {
+    PACSET_ASSIGN_OR_RETURN(std::vector<store_internal::RedisAddress> seeds,
+                            ParseRedisClusterUri(uri, options));
+    return store_internal::OpenRedisClusterStore(seeds, options);
   }
   if (scheme == "rediss") return BadUri(uri, "TLS (rediss://) is not supported");
   return BadUri(uri, "unknown scheme '" + scheme + "'");

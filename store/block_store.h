@@ -12,6 +12,10 @@
 //   rocksdb:PATH              embedded RocksDB (the default), one key per block
 //   dir:PATH                  a directory of plain .pac files, served with pread
 //   redis://[:PASSWORD@]HOST:PORT[/DB]   a Redis server shared by many hosts
+//   redis-cluster://[:PASSWORD@]HOST:PORT[,HOST:PORT...]
+//                             a Redis Cluster (the seeds: any of its nodes),
+//                             blocks spread over its masters by hash slot;
+//                             redis+cluster:// is accepted as a synonym
 //
 // Integrity: every block returned by Get/MultiGet has passed VerifyBlock
 // (checksum and position). A mismatch is kCorruption naming forest,
@@ -46,7 +50,7 @@
 //                   LOCK file), so markers not owned by a live writer of this
 //                   process are leftovers; dir leftovers are pending files
 //                   whose flock is free.
-//   redis:          a pin or a pending import holds a lease: a key with a TTL
+//   redis, cluster: a pin or a pending import holds a lease: a key with a TTL
 //                   of StoreOptions::lease_ms, refreshed every lease_ms/3 by a
 //                   background thread of the store while held. A crashed
 //                   process's leases expire and its pins and imports become
@@ -104,7 +108,7 @@ struct StoreOptions {
 };
 
 struct StoreStats {
-  std::string backend;  // "rocksdb", "dir", "redis"
+  std::string backend;  // "rocksdb", "dir", "redis", "redis-cluster"
   std::string location;
   uint64_t forests = 0;
   uint64_t generations = 0;  // including pinned old ones
@@ -189,8 +193,10 @@ class BlockStore {
 // another writer process waits options.busy_timeout_ms and then fails with
 // kUnavailable ("store is busy"); an unreachable redis server is kUnavailable
 // within options.connect_timeout_ms; a wrong or missing redis password or a
-// database the server does not have is kInvalidArgument. PATH may be relative
-// (made absolute) or start with "~/".
+// database the server does not have is kInvalidArgument; a redis-cluster:
+// seed that is not a cluster node is kInvalidArgument, a cluster with a slot
+// that no master serves kUnavailable. PATH may be relative (made absolute) or
+// start with "~/".
 StatusOr<std::unique_ptr<BlockStore>> OpenBlockStore(const std::string& uri,
                                                      const StoreOptions& options = {});
 

@@ -1,6 +1,12 @@
-// redis://[:PASSWORD@]HOST:PORT[/DB] — one store shared by many hosts.
+// redis://[:PASSWORD@]HOST:PORT[/DB] — one store shared by many hosts — and
+// redis-cluster://[:PASSWORD@]HOST:PORT[,HOST:PORT...] — the same spread over
+// the masters of a Redis Cluster (routing: store/internal/redis_router.h).
 //
-// Keys (all under "pacset:"; NAME never contains ':'):
+// Keys (all under "pacset:"; NAME never contains ':'). On a cluster every
+// catalog key below has "{catalog}:" after "pacset:" (pacset:{catalog}:current,
+// ...), a hash tag that puts the whole catalog in one slot so that the Lua
+// scripts stay atomic on one master; blocks keep their names and spread over
+// all slots:
 //   pacset:blk:NAME:GEN:INDEX    a block (string)
 //   pacset:current               hash NAME -> current generation (decimal)
 //   pacset:catalog               hash NAME -> ForestInfo (cereal) of the current generation
@@ -19,17 +25,17 @@
 // condemned only if it is neither current nor pinned by a live lease at that
 // instant, and Pin only succeeds on a generation that is still stored.
 //
-// Connections: a small pool, so concurrent threads never share a hiredis
-// context. Each is made with the connect timeout, gets the per-command
-// timeout, AUTH and SELECT. A failed connection is dropped with the rest of
-// the idle pool (after a server restart they are all dead), and read-only or
-// idempotent calls made on a reused connection are retried once on a new one.
+// Connections: a small pool per server (store/internal/redis_conn.h), so
+// concurrent threads never share a hiredis context. Idempotent calls that
+// failed on a reused connection (after a server restart they are all dead)
+// or on a master that a failover replaced are retried once on a new one.
+// Block reads, writes and deletions are pipelines routed by key; on a
+// cluster a block write returns only once a replica has it.
 #include <hiredis/hiredis.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <condition_variable>
 #include <cstdio>
 #include <map>
@@ -43,6 +49,7 @@
 #include "store/internal/backends.h"
 #include "store/internal/codec.h"
 #include "store/internal/file_util.h"
+#include "store/internal/redis_router.h"
 
 namespace pacset {
 namespace store_internal {
@@ -53,15 +60,21 @@ std::string RedisBlockKey(const std::string& name, uint64_t gen, uint64_t index)
 
 namespace {
 
-constexpr char kCurrent[] = "pacset:current";
-constexpr char kCatalog[] = "pacset:catalog";
-constexpr char kGenerations[] = "pacset:generations";
-constexpr char kPending[] = "pacset:pending";
-constexpr char kLastGen[] = "pacset:lastgen";
-constexpr char kCondemned[] = "pacset:condemned";
-constexpr char kPins[] = "pacset:pins";
-constexpr char kPinLeasePrefix[] = "pacset:lease:pin:";
-constexpr char kPendingLeasePrefix[] = "pacset:lease:pending:";
+// The catalog's keys under `prefix` (RedisRouter::CatalogPrefix()).
+struct CatalogKeys {
+  explicit CatalogKeys(const std::string& prefix)
+      : current(prefix + "current"),
+        catalog(prefix + "catalog"),
+        generations(prefix + "generations"),
+        pending(prefix + "pending"),
+        lastgen(prefix + "lastgen"),
+        condemned(prefix + "condemned"),
+        pins(prefix + "pins"),
+        pin_lease_prefix(prefix + "lease:pin:"),
+        pending_lease_prefix(prefix + "lease:pending:") {}
+  const std::string current, catalog, generations, pending, lastgen, condemned, pins;
+  const std::string pin_lease_prefix, pending_lease_prefix;
+};
 
 // KEYS current catalog generations pending lease; ARGV name gen field info.
 constexpr char kPublishScript[] = R"lua(
@@ -134,220 +147,6 @@ bool ParseField(const std::string& field, std::string* name, uint64_t* gen) {
   return ParseUint64(field.substr(colon + 1), gen);
 }
 
-struct ReplyFree {
-  void operator()(redisReply* r) const { freeReplyObject(r); }
-};
-using Reply = std::unique_ptr<redisReply, ReplyFree>;
-
-timeval ToTimeval(int ms) {
-  timeval tv;
-  tv.tv_sec = ms / 1000;
-  tv.tv_usec = (ms % 1000) * 1000;
-  return tv;
-}
-
-class RedisPool;
-
-// One pooled connection, returned to the pool on destruction unless it failed.
-class Conn {
- public:
-  Conn(RedisPool* pool, redisContext* ctx, bool reused) : pool_(pool), ctx_(ctx), reused_(reused) {}
-  Conn(Conn&& o) noexcept
-      : pool_(o.pool_),
-        ctx_(o.ctx_),
-        reused_(o.reused_),
-        broken_(o.broken_),
-        outstanding_(o.outstanding_) {
-    o.ctx_ = nullptr;
-  }
-  Conn(const Conn&) = delete;
-  Conn& operator=(const Conn&) = delete;
-  ~Conn();
-
-  bool reused() const { return reused_; }
-  bool broken() const { return broken_; }
-  // Gives up the context without returning it to the pool.
-  redisContext* Take() {
-    redisContext* c = ctx_;
-    ctx_ = nullptr;
-    return c;
-  }
-
-  // One command; an error reply is a non-OK Status.
-  StatusOr<Reply> Command(const std::vector<std::string_view>& args) {
-    PACSET_RETURN_IF_ERROR(Append(args));
-    return GetReply();
-  }
-  // Pipelining: Append many, then GetReply as many times.
-  Status Append(const std::vector<std::string_view>& args);
-  StatusOr<Reply> GetReply();
-
- private:
-  Status ContextError();
-
-  RedisPool* pool_;
-  redisContext* ctx_;
-  bool reused_;
-  bool broken_ = false;
-  size_t outstanding_ = 0;  // appended commands whose replies were not read
-};
-
-class RedisPool {
- public:
-  RedisPool(RedisAddress address, StoreOptions options)
-      : address_(std::move(address)), options_(std::move(options)) {
-    where_ = "redis " + address_.host + ":" + std::to_string(address_.port) + "/" +
-             std::to_string(address_.db);
-  }
-  ~RedisPool() {
-    for (redisContext* c : idle_) redisFree(c);
-  }
-
-  const std::string& where() const { return where_; }
-  const StoreOptions& options() const { return options_; }
-
-  // A connection from the pool, or a new one when `fresh` or none is idle.
-  StatusOr<Conn> Acquire(bool fresh = false) {
-    if (!fresh) {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!idle_.empty()) {
-        redisContext* c = idle_.back();
-        idle_.pop_back();
-        return Conn(this, c, true);
-      }
-    }
-    PACSET_ASSIGN_OR_RETURN(redisContext * c, Connect());
-    return Conn(this, c, false);
-  }
-
-  void Release(redisContext* c, bool broken) {
-    if (broken) {
-      redisFree(c);
-      // The server probably went away: its other connections are dead too.
-      std::vector<redisContext*> dead;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        dead.swap(idle_);
-      }
-      for (redisContext* d : dead) redisFree(d);
-      return;
-    }
-    std::lock_guard<std::mutex> lock(mu_);
-    if (idle_.size() < kMaxIdle) {
-      idle_.push_back(c);
-    } else {
-      redisFree(c);
-    }
-  }
-
- private:
-  static constexpr size_t kMaxIdle = 16;
-
-  StatusOr<redisContext*> Connect() {
-    redisContext* c = redisConnectWithTimeout(address_.host.c_str(), address_.port,
-                                              ToTimeval(options_.connect_timeout_ms));
-    if (c == nullptr) return Status::ResourceExhausted("cannot allocate a redis context");
-    if (c->err != 0) {
-      std::string err = c->errstr;
-      redisFree(c);
-      return Status::Unavailable("cannot connect to " + where_ + ": " + err);
-    }
-    if (redisSetTimeout(c, ToTimeval(options_.io_timeout_ms)) != 0) {
-      redisFree(c);
-      return Status::Unavailable("cannot set the timeout of a connection to " + where_);
-    }
-    (void)redisEnableKeepAlive(c);
-    Conn conn(this, c, false);
-    if (!address_.password.empty()) {
-      std::vector<std::string_view> auth = {"AUTH"};
-      if (!address_.user.empty()) auth.push_back(address_.user);
-      auth.push_back(address_.password);
-      auto r = conn.Command(auth);
-      if (!r.ok()) {
-        if (!conn.broken()) redisFree(conn.Take());
-        if (r.status().code() == StatusCode::kUnavailable) return r.status();
-        return Status::InvalidArgument(where_ + " rejected the password (" + r.status().message() +
-                                       ")");
-      }
-    }
-    if (address_.db != 0) {
-      const std::string db = std::to_string(address_.db);
-      auto r = conn.Command({"SELECT", db});
-      if (!r.ok()) {
-        if (!conn.broken()) redisFree(conn.Take());
-        if (r.status().code() == StatusCode::kUnavailable) return r.status();
-        return Status::InvalidArgument(where_ + ": cannot select database " + db + " (" +
-                                       r.status().message() + ")");
-      }
-    }
-    return conn.Take();
-  }
-
-  RedisAddress address_;
-  StoreOptions options_;
-  std::string where_;
-  std::mutex mu_;
-  std::vector<redisContext*> idle_;
-};
-
-Conn::~Conn() {
-  if (ctx_ == nullptr) return;
-  if (!broken_ && outstanding_ > 0) {
-    redisFree(ctx_);  // replies still due: unusable, but the server is fine
-    return;
-  }
-  pool_->Release(ctx_, broken_);
-}
-
-Status Conn::ContextError() {
-  broken_ = true;
-  std::string err = ctx_->errstr;
-  if (ctx_->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK))
-    err = "no reply within " + std::to_string(pool_->options().io_timeout_ms) + " ms";
-  if (ctx_->err == REDIS_ERR_EOF) err = "the server closed the connection";
-  return Status::Unavailable(pool_->where() + ": " + err);
-}
-
-Status Conn::Append(const std::vector<std::string_view>& args) {
-  std::vector<const char*> argv(args.size());
-  std::vector<size_t> argvlen(args.size());
-  for (size_t i = 0; i < args.size(); ++i) {
-    argv[i] = args[i].data();
-    argvlen[i] = args[i].size();
-  }
-  if (redisAppendCommandArgv(ctx_, static_cast<int>(args.size()), argv.data(), argvlen.data()) !=
-      REDIS_OK)
-    return ContextError();
-  ++outstanding_;
-  return Status::Ok();
-}
-
-StatusOr<Reply> Conn::GetReply() {
-  void* raw = nullptr;
-  if (redisGetReply(ctx_, &raw) != REDIS_OK || raw == nullptr) return ContextError();
-  if (outstanding_ > 0) --outstanding_;
-  Reply r(static_cast<redisReply*>(raw));
-  if (r->type == REDIS_REPLY_ERROR) {
-    std::string msg(r->str, r->len);
-    if (msg.rfind("NOAUTH", 0) == 0)
-      return Status::InvalidArgument(pool_->where() +
-                                     " needs a password: set $REDISCLI_AUTH, use "
-                                     "redis://:PASSWORD@HOST:PORT, or (pacsetfs) -o "
-                                     "password_file=PATH");
-    if (msg.rfind("LOADING", 0) == 0 || msg.rfind("BUSY", 0) == 0)
-      return Status::Unavailable(pool_->where() + ": " + msg);
-    if (msg.rfind("OOM", 0) == 0) return Status::ResourceExhausted(pool_->where() + ": " + msg);
-    return Status::IOError(pool_->where() + ": " + msg);
-  }
-  return r;
-}
-
-std::string ReplyString(const redisReply* r) {
-  return r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS
-             ? std::string(r->str, r->len)
-             : std::string();
-}
-
 class RedisStore;
 
 class RedisWriter final : public GenerationWriter {
@@ -368,7 +167,7 @@ class RedisWriter final : public GenerationWriter {
   Status Publish(ForestInfo info) override;
 
  private:
-  Status Drain();
+  Status Drain();  // sends the batch
 
   RedisStore* store_;
   std::string name_;
@@ -376,9 +175,10 @@ class RedisWriter final : public GenerationWriter {
   uint32_t block_size_;
   uint64_t block_count_;
   std::shared_ptr<std::atomic<bool>> lease_lost_;
-  std::unique_ptr<Conn> conn_;  // held for the pipeline of SETs
-  size_t in_flight_ = 0;
-  size_t in_flight_bytes_ = 0;
+  // Blocks waiting to be sent, one pipeline per batch (see Put).
+  std::vector<std::string> batch_keys_;
+  std::vector<std::string> batch_blocks_;
+  size_t batch_bytes_ = 0;
   std::vector<bool> written_;
   uint64_t n_written_ = 0;
   bool published_ = false;
@@ -386,8 +186,8 @@ class RedisWriter final : public GenerationWriter {
 
 class RedisStore final : public BlockStore {
  public:
-  RedisStore(const RedisAddress& address, const StoreOptions& options)
-      : pool_(address, options), options_(options) {
+  RedisStore(std::unique_ptr<RedisRouter> router, const StoreOptions& options)
+      : router_(std::move(router)), keys_(router_->CatalogPrefix()), options_(options) {
     std::random_device rd;
     char buf[17];
     snprintf(buf, sizeof buf, "%08x%08x", rd(), rd());
@@ -406,8 +206,8 @@ class RedisStore final : public BlockStore {
     if (members.empty()) return;
     (void)WithConn([&](Conn& c) {
       for (const std::string& m : members) {
-        PACSET_RETURN_IF_ERROR(c.Append({"DEL", kPinLeasePrefix + m}));
-        PACSET_RETURN_IF_ERROR(c.Append({"SREM", kPins, m}));
+        PACSET_RETURN_IF_ERROR(c.Append({"DEL", keys_.pin_lease_prefix + m}));
+        PACSET_RETURN_IF_ERROR(c.Append({"SREM", keys_.pins, m}));
       }
       Status first;
       for (size_t i = 0; i < 2 * members.size() && !c.broken(); ++i) {
@@ -419,7 +219,7 @@ class RedisStore final : public BlockStore {
   }
 
   Status Open() {
-    PACSET_RETURN_IF_ERROR(WithConn([](Conn& c) { return c.Command({"PING"}).status(); }));
+    PACSET_RETURN_IF_ERROR(router_->Start());
     lease_thread_ = std::thread([this] { LeaseLoop(); });
     return Status::Ok();
   }
@@ -435,23 +235,27 @@ class RedisStore final : public BlockStore {
   StatusOr<uint64_t> CollectGarbage() override;
   StatusOr<StoreStats> Stat() override;
 
-  RedisPool& pool() { return pool_; }
-  const std::string& where() const { return pool_.where(); }
+  RedisRouter& router() { return *router_; }
+  const std::string& where() const { return router_->where(); }
   const StoreOptions& options() const { return options_; }
   Status PublishWriter(const std::string& name, uint64_t gen, uint32_t block_size,
                        uint64_t block_count, ForestInfo info);
   void AbandonWriter(const std::string& name, uint64_t gen);
 
-  // Runs fn on a pooled connection; when that failed with kUnavailable on a
-  // reused connection (a server restart kills idle connections), once more on
-  // a fresh one. For idempotent operations only.
+  // Runs fn on a pooled connection to the catalog's server; when that failed
+  // with kUnavailable on a reused connection (a server restart kills idle
+  // connections) or the catalog moved to another master, once more on a
+  // fresh one. For idempotent operations only.
   template <class Fn>
   Status WithConn(Fn fn) {
-    PACSET_ASSIGN_OR_RETURN(Conn c, pool_.Acquire());
+    PACSET_ASSIGN_OR_RETURN(Conn c, router_->AcquireCatalog());
     Status s = fn(c);
-    if (s.code() != StatusCode::kUnavailable || !c.reused()) return s;
-    { Conn dead = std::move(c); }  // drop it (and the idle pool) before reconnecting
-    PACSET_ASSIGN_OR_RETURN(Conn fresh, pool_.Acquire(true));
+    if (s.code() != StatusCode::kUnavailable) return s;
+    Conn dead = std::move(c);
+    const bool retry = router_->RetryCatalog(dead);
+    { Conn drop = std::move(dead); }  // drop it (and the idle pool) before reconnecting
+    if (!retry) return s;
+    PACSET_ASSIGN_OR_RETURN(Conn fresh, router_->AcquireCatalog(true));
     return fn(fresh);
   }
 
@@ -483,7 +287,8 @@ class RedisStore final : public BlockStore {
   void LeaseLoop();
   Status DeleteCondemned(Conn& c, uint64_t* collected);
 
-  RedisPool pool_;
+  std::unique_ptr<RedisRouter> router_;
+  const CatalogKeys keys_;
   const StoreOptions options_;
   std::string holder_;  // this store object's id in pin members
 
@@ -498,9 +303,6 @@ class RedisStore final : public BlockStore {
 };
 
 RedisWriter::~RedisWriter() {
-  // A connection goes back to the pool only with no replies outstanding.
-  if (conn_ != nullptr && in_flight_ > 0) (void)Drain();
-  conn_.reset();
   if (!published_) store_->AbandonWriter(name_, gen_);
 }
 
@@ -515,43 +317,37 @@ Status RedisWriter::Put(uint64_t index, const char* block) {
   if (lease_lost_->load())
     return Status::DeadlineExceeded(context + ": the import's lease on " + store_->where() +
                                     " expired; import again");
-  if (conn_ == nullptr || conn_->broken()) {
-    conn_.reset();
-    PACSET_ASSIGN_OR_RETURN(Conn c, store_->pool().Acquire());
-    conn_ = std::make_unique<Conn>(std::move(c));
-  }
-  const std::string key = RedisBlockKey(name_, gen_, index);
-  PACSET_RETURN_IF_ERROR(conn_->Append({"SET", key, std::string_view(block, block_size_)}));
-  ++in_flight_;
-  in_flight_bytes_ += block_size_;
+  batch_keys_.push_back(RedisBlockKey(name_, gen_, index));
+  batch_blocks_.emplace_back(block, block_size_);
+  batch_bytes_ += block_size_;
   written_[index] = true;
   ++n_written_;
-  if (in_flight_ >= 64 || in_flight_bytes_ >= (8u << 20)) return Drain();
+  if (batch_keys_.size() >= 64 || batch_bytes_ >= (8u << 20)) return Drain();
   return Status::Ok();
 }
 
 Status RedisWriter::Drain() {
-  Status first;
-  for (; in_flight_ > 0; --in_flight_) {
-    auto r = conn_->GetReply();
-    if (!r.ok() && first.ok()) first = r.status();
-    if (conn_->broken()) {
-      in_flight_ = 0;
-      break;
-    }
-  }
-  in_flight_bytes_ = 0;
-  return first.WithContext(ContextFor(name_, gen_));
+  std::vector<RedisCommand> cmds(batch_keys_.size());
+  for (size_t i = 0; i < cmds.size(); ++i)
+    cmds[i] = RedisCommand{batch_keys_[i], {"SET", batch_keys_[i], batch_blocks_[i]}};
+  std::vector<StatusOr<Reply>> replies;
+  // Replicated: a block the writer was told is stored survives a failover.
+  store_->router().Run(cmds, &replies, /*replicate=*/true);
+  batch_keys_.clear();
+  batch_blocks_.clear();
+  batch_bytes_ = 0;
+  for (const auto& r : replies)
+    if (!r.ok()) return r.status().WithContext(ContextFor(name_, gen_));
+  return Status::Ok();
 }
 
 Status RedisWriter::Publish(ForestInfo info) {
   const std::string context = ContextFor(name_, gen_);
   if (published_) return Status::InvalidArgument(context + ": already published");
-  if (conn_ != nullptr) PACSET_RETURN_IF_ERROR(Drain());
+  if (!batch_keys_.empty()) PACSET_RETURN_IF_ERROR(Drain());
   if (n_written_ != block_count_)
     return Status::InvalidArgument(context + ": only " + std::to_string(n_written_) + " of " +
                                    std::to_string(block_count_) + " blocks were written");
-  conn_.reset();
   PACSET_RETURN_IF_ERROR(
       store_->PublishWriter(name_, gen_, block_size_, block_count_, std::move(info)));
   published_ = true;
@@ -559,7 +355,7 @@ Status RedisWriter::Publish(ForestInfo info) {
 }
 
 void RedisStore::AbandonWriter(const std::string& name, uint64_t gen) {
-  const std::string lease = kPendingLeasePrefix + Field(name, gen);
+  const std::string lease = keys_.pending_lease_prefix + Field(name, gen);
   RemoveLease(lease);
   // Best effort: without the lease the next collection takes the blocks now
   // rather than one lease period later.
@@ -615,7 +411,7 @@ StatusOr<std::unique_ptr<GenerationWriter>> RedisStore::BeginGeneration(const st
   if (block_count == 0) return Status::InvalidArgument("forest '" + name + "': no blocks");
   uint64_t gen = 0;
   PACSET_RETURN_IF_ERROR(WithConn([&](Conn& c) {
-    PACSET_ASSIGN_OR_RETURN(Reply r, c.Command({"HINCRBY", kLastGen, name, "1"}));
+    PACSET_ASSIGN_OR_RETURN(Reply r, c.Command({"HINCRBY", keys_.lastgen, name, "1"}));
     if (r->type != REDIS_REPLY_INTEGER || r->integer <= 0)
       return Status::Corruption(where() + ": bad generation counter for '" + name + "'");
     gen = static_cast<uint64_t>(r->integer);
@@ -629,13 +425,13 @@ StatusOr<std::unique_ptr<GenerationWriter>> RedisStore::BeginGeneration(const st
   pending.size_bytes = uint64_t{block_size} * block_count;
   pending.created_unix_ns = NowUnixNs();
   const std::string field = Field(name, gen);
-  const std::string lease = kPendingLeasePrefix + field;
+  const std::string lease = keys_.pending_lease_prefix + field;
   const std::string ttl = std::to_string(options_.lease_ms);
   const std::string encoded = EncodeForestInfo(pending);
   // The lease first: a marker without a lease would be collected at once.
   PACSET_RETURN_IF_ERROR(WithConn([&](Conn& c) {
     PACSET_RETURN_IF_ERROR(c.Command({"SET", lease, "1", "PX", ttl}).status());
-    return c.Command({"HSET", kPending, field, encoded}).status();
+    return c.Command({"HSET", keys_.pending, field, encoded}).status();
   }));
   auto lost = std::make_shared<std::atomic<bool>>(false);
   AddLease(lease, Lease{false, lost});
@@ -653,13 +449,13 @@ Status RedisStore::PublishWriter(const std::string& name, uint64_t gen, uint32_t
   info.size_bytes = uint64_t{block_size} * block_count;
   if (info.created_unix_ns == 0) info.created_unix_ns = NowUnixNs();
   const std::string field = Field(name, gen);
-  const std::string lease = kPendingLeasePrefix + field;
+  const std::string lease = keys_.pending_lease_prefix + field;
   const std::string gen_s = std::to_string(gen);
   const std::string encoded = EncodeForestInfo(info);
-  PACSET_ASSIGN_OR_RETURN(Conn c, pool_.Acquire());
+  PACSET_ASSIGN_OR_RETURN(Conn c, router_->AcquireCatalog());
   PACSET_ASSIGN_OR_RETURN(
-      Reply r, c.Command({"EVAL", kPublishScript, "5", kCurrent, kCatalog, kGenerations, kPending,
-                          lease, name, gen_s, field, encoded}));
+      Reply r, c.Command({"EVAL", kPublishScript, "5", keys_.current, keys_.catalog,
+                          keys_.generations, keys_.pending, lease, name, gen_s, field, encoded}));
   if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
       r->element[0]->type != REDIS_REPLY_INTEGER)
     return Status::Internal(where() + ": unexpected reply to publish");
@@ -671,6 +467,9 @@ Status RedisStore::PublishWriter(const std::string& name, uint64_t gen, uint32_t
     return Status::DeadlineExceeded(context + ": the import's lease on " + where() +
                                     " expired and its blocks were collected; import again");
   RemoveLease(lease);
+  // Before collecting: a failover must not bring back the old catalog after
+  // the old generation's blocks are gone.
+  (void)router_->ReplicateCatalog(c);
   (void)CollectGarbage();  // best effort: the publish itself succeeded
   return Status::Ok();
 }
@@ -679,7 +478,7 @@ StatusOr<ForestInfo> RedisStore::Lookup(const std::string& name) {
   PACSET_RETURN_IF_ERROR(ValidateForestName(name));
   ForestInfo info;
   PACSET_RETURN_IF_ERROR(WithConn([&](Conn& c) {
-    PACSET_ASSIGN_OR_RETURN(Reply r, c.Command({"HGET", kCatalog, name}));
+    PACSET_ASSIGN_OR_RETURN(Reply r, c.Command({"HGET", keys_.catalog, name}));
     if (r->type == REDIS_REPLY_NIL)
       return Status::NotFound("no forest named '" + name + "' in store " + where());
     return DecodeForestInfo(ReplyString(r.get()), "catalog entry '" + name + "' in " + where(),
@@ -692,7 +491,7 @@ StatusOr<std::vector<ForestInfo>> RedisStore::List() {
   std::vector<ForestInfo> out;
   PACSET_RETURN_IF_ERROR(WithConn([&](Conn& c) {
     out.clear();
-    PACSET_ASSIGN_OR_RETURN(Reply r, c.Command({"HVALS", kCatalog}));
+    PACSET_ASSIGN_OR_RETURN(Reply r, c.Command({"HVALS", keys_.catalog}));
     for (size_t i = 0; i < r->elements; ++i) {
       ForestInfo info;
       PACSET_RETURN_IF_ERROR(
@@ -710,11 +509,12 @@ Status RedisStore::Delete(const std::string& name) {
   PACSET_RETURN_IF_ERROR(CheckWritable());
   PACSET_RETURN_IF_ERROR(ValidateForestName(name));
   {
-    PACSET_ASSIGN_OR_RETURN(Conn c, pool_.Acquire());
-    PACSET_ASSIGN_OR_RETURN(Reply r,
-                            c.Command({"EVAL", kDeleteScript, "2", kCurrent, kCatalog, name}));
+    PACSET_ASSIGN_OR_RETURN(Conn c, router_->AcquireCatalog());
+    PACSET_ASSIGN_OR_RETURN(
+        Reply r, c.Command({"EVAL", kDeleteScript, "2", keys_.current, keys_.catalog, name}));
     if (r->type == REDIS_REPLY_INTEGER && r->integer == 0)
       return Status::NotFound("no forest named '" + name + "' in store " + where());
+    (void)router_->ReplicateCatalog(c);  // before its blocks go (see PublishWriter)
   }
   (void)CollectGarbage();
   return Status::Ok();
@@ -729,12 +529,12 @@ Status RedisStore::Pin(const std::string& name, uint64_t gen) {
     return Status::Ok();
   }
   const std::string member = PinMember(name, gen);
-  const std::string lease = kPinLeasePrefix + member;
+  const std::string lease = keys_.pin_lease_prefix + member;
   const std::string ttl = std::to_string(options_.lease_ms);
   const std::string field = Field(name, gen);
   Status s = WithConn([&](Conn& c) {
-    PACSET_ASSIGN_OR_RETURN(Reply r, c.Command({"EVAL", kPinScript, "3", kGenerations, kPins, lease,
-                                                field, member, ttl}));
+    PACSET_ASSIGN_OR_RETURN(Reply r, c.Command({"EVAL", kPinScript, "3", keys_.generations,
+                                                keys_.pins, lease, field, member, ttl}));
     if (r->type == REDIS_REPLY_INTEGER && r->integer == 0)
       return Status::NotFound(ContextFor(name, gen) + " is no longer in store " + where());
     return Status::Ok();
@@ -756,17 +556,17 @@ Status RedisStore::Unpin(const std::string& name, uint64_t gen) {
   if (--it->second > 0) return Status::Ok();
   pins_.erase(it);
   const std::string member = PinMember(name, gen);
-  const std::string lease = kPinLeasePrefix + member;
+  const std::string lease = keys_.pin_lease_prefix + member;
   RemoveLease(lease);
   // If this fails the lease simply expires.
   return WithConn([&](Conn& c) {
     PACSET_RETURN_IF_ERROR(c.Command({"DEL", lease}).status());
-    return c.Command({"SREM", kPins, member}).status();
+    return c.Command({"SREM", keys_.pins, member}).status();
   });
 }
 
 Status RedisStore::DeleteCondemned(Conn& c, uint64_t* collected) {
-  PACSET_ASSIGN_OR_RETURN(Reply all, c.Command({"HGETALL", kCondemned}));
+  PACSET_ASSIGN_OR_RETURN(Reply all, c.Command({"HGETALL", keys_.condemned}));
   for (size_t i = 0; i + 1 < all->elements; i += 2) {
     const std::string field = ReplyString(all->element[i]);
     ForestInfo info;
@@ -776,24 +576,19 @@ Status RedisStore::DeleteCondemned(Conn& c, uint64_t* collected) {
     PACSET_RETURN_IF_ERROR(DecodeForestInfo(ReplyString(all->element[i + 1]),
                                             "condemned generation " + field + " in " + where(),
                                             &info));
-    constexpr uint64_t kChunk = 1000;
-    size_t commands = 0;
+    // One UNLINK per block: on a cluster the blocks are spread over all slots.
+    constexpr uint64_t kChunk = 4096;
     for (uint64_t first = 0; first < info.block_count; first += kChunk) {
       std::vector<std::string> keys;
       for (uint64_t b = first; b < std::min(info.block_count, first + kChunk); ++b)
         keys.push_back(RedisBlockKey(name, gen, b));
-      std::vector<std::string_view> args = {"UNLINK"};
-      for (const auto& k : keys) args.push_back(k);
-      PACSET_RETURN_IF_ERROR(c.Append(args));
-      ++commands;
+      std::vector<RedisCommand> cmds;
+      for (const auto& k : keys) cmds.push_back(RedisCommand{k, {"UNLINK", k}});
+      std::vector<StatusOr<Reply>> replies;
+      router_->Run(cmds, &replies);
+      for (const auto& r : replies) PACSET_RETURN_IF_ERROR(r.status());
     }
-    Status first;
-    for (size_t k = 0; k < commands && !c.broken(); ++k) {
-      Status s = c.GetReply().status();
-      if (first.ok()) first = s;
-    }
-    PACSET_RETURN_IF_ERROR(first);
-    PACSET_RETURN_IF_ERROR(c.Command({"HDEL", kCondemned, field}).status());
+    PACSET_RETURN_IF_ERROR(c.Command({"HDEL", keys_.condemned, field}).status());
     ++*collected;
   }
   return Status::Ok();
@@ -804,16 +599,16 @@ StatusOr<uint64_t> RedisStore::CollectGarbage() {
   uint64_t collected = 0;
   PACSET_RETURN_IF_ERROR(WithConn([&](Conn& c) {
     collected = 0;
-    PACSET_ASSIGN_OR_RETURN(Reply pending, c.Command({"HKEYS", kPending}));
+    PACSET_ASSIGN_OR_RETURN(Reply pending, c.Command({"HKEYS", keys_.pending}));
     for (size_t i = 0; i < pending->elements; ++i) {
       const std::string field = ReplyString(pending->element[i]);
-      const std::string lease = kPendingLeasePrefix + field;
-      PACSET_RETURN_IF_ERROR(
-          c.Command({"EVAL", kCondemnPendingScript, "3", kPending, kCondemned, lease, field})
-              .status());
+      const std::string lease = keys_.pending_lease_prefix + field;
+      PACSET_RETURN_IF_ERROR(c.Command({"EVAL", kCondemnPendingScript, "3", keys_.pending,
+                                        keys_.condemned, lease, field})
+                                 .status());
     }
-    PACSET_ASSIGN_OR_RETURN(Reply gens, c.Command({"HKEYS", kGenerations}));
-    PACSET_ASSIGN_OR_RETURN(Reply current, c.Command({"HGETALL", kCurrent}));
+    PACSET_ASSIGN_OR_RETURN(Reply gens, c.Command({"HKEYS", keys_.generations}));
+    PACSET_ASSIGN_OR_RETURN(Reply current, c.Command({"HGETALL", keys_.current}));
     std::map<std::string, std::string> cur;
     for (size_t i = 0; i + 1 < current->elements; i += 2)
       cur[ReplyString(current->element[i])] = ReplyString(current->element[i + 1]);
@@ -825,8 +620,8 @@ StatusOr<uint64_t> RedisStore::CollectGarbage() {
       const std::string gen_s = std::to_string(gen);
       if (auto it = cur.find(name); it != cur.end() && it->second == gen_s) continue;
       PACSET_RETURN_IF_ERROR(
-          c.Command({"EVAL", kCondemnGenerationScript, "4", kCurrent, kGenerations, kPins,
-                     kCondemned, name, gen_s, field, kPinLeasePrefix})
+          c.Command({"EVAL", kCondemnGenerationScript, "4", keys_.current, keys_.generations,
+                     keys_.pins, keys_.condemned, name, gen_s, field, keys_.pin_lease_prefix})
               .status());
     }
     return DeleteCondemned(c, &collected);
@@ -838,13 +633,13 @@ StatusOr<StoreStats> RedisStore::Stat() {
   StoreStats st;
   PACSET_RETURN_IF_ERROR(WithConn([&](Conn& c) {
     st = StoreStats{};
-    st.backend = "redis";
-    st.location = where().substr(6);
-    PACSET_ASSIGN_OR_RETURN(Reply forests, c.Command({"HLEN", kCatalog}));
+    st.backend = router_->cluster() ? "redis-cluster" : "redis";
+    st.location = router_->location();
+    PACSET_ASSIGN_OR_RETURN(Reply forests, c.Command({"HLEN", keys_.catalog}));
     st.forests = static_cast<uint64_t>(forests->integer);
-    PACSET_ASSIGN_OR_RETURN(Reply pending, c.Command({"HLEN", kPending}));
+    PACSET_ASSIGN_OR_RETURN(Reply pending, c.Command({"HLEN", keys_.pending}));
     st.pending = static_cast<uint64_t>(pending->integer);
-    PACSET_ASSIGN_OR_RETURN(Reply gens, c.Command({"HVALS", kGenerations}));
+    PACSET_ASSIGN_OR_RETURN(Reply gens, c.Command({"HVALS", keys_.generations}));
     for (size_t i = 0; i < gens->elements; ++i) {
       ForestInfo info;
       PACSET_RETURN_IF_ERROR(DecodeForestInfo(ReplyString(gens->element[i]),
@@ -860,35 +655,45 @@ StatusOr<StoreStats> RedisStore::Stat() {
 
 Status RedisStore::ReadBlocks(const ForestInfo& forest, const std::vector<uint64_t>& blocks,
                               std::vector<std::string>* out) {
-  return WithConn([&](Conn& c) {
-    out->assign(blocks.size(), std::string());
-    for (uint64_t b : blocks)
-      PACSET_RETURN_IF_ERROR(c.Append({"GET", RedisBlockKey(forest.name, forest.generation, b)}));
-    Status first;
-    for (size_t i = 0; i < blocks.size(); ++i) {
-      auto r = c.GetReply();
-      if (!r.ok()) {
-        if (c.broken()) return r.status();
-        if (first.ok()) first = r.status();
-        continue;
-      }
-      if ((*r)->type == REDIS_REPLY_NIL) {
-        if (first.ok())
-          first =
-              Status::NotFound("block " + std::to_string(blocks[i]) + ": missing from the store");
-        continue;
-      }
-      (*out)[i].assign((*r)->str, (*r)->len);
+  std::vector<std::string> keys;
+  keys.reserve(blocks.size());
+  for (uint64_t b : blocks) keys.push_back(RedisBlockKey(forest.name, forest.generation, b));
+  std::vector<RedisCommand> cmds;
+  cmds.reserve(blocks.size());
+  for (const std::string& k : keys) cmds.push_back(RedisCommand{k, {"GET", k}});
+  std::vector<StatusOr<Reply>> replies;
+  router_->Run(cmds, &replies);
+  out->assign(blocks.size(), std::string());
+  Status first;
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    if (!replies[i].ok()) {
+      if (first.ok()) first = replies[i].status();
+      continue;
     }
-    return first;
-  });
+    const redisReply* r = replies[i]->get();
+    if (r->type == REDIS_REPLY_NIL) {
+      if (first.ok())
+        first = Status::NotFound("block " + std::to_string(blocks[i]) + ": missing from the store");
+      continue;
+    }
+    (*out)[i].assign(r->str, r->len);
+  }
+  return first;
 }
 
 }  // namespace
 
 StatusOr<std::unique_ptr<BlockStore>> OpenRedisStore(const RedisAddress& address,
                                                      const StoreOptions& options) {
-  auto store = std::make_unique<RedisStore>(address, options);
+  auto store =
+      std::make_unique<RedisStore>(std::make_unique<RedisRouter>(address, options), options);
+  PACSET_RETURN_IF_ERROR(store->Open());
+  return std::unique_ptr<BlockStore>(std::move(store));
+}
+
+StatusOr<std::unique_ptr<BlockStore>> OpenRedisClusterStore(const std::vector<RedisAddress>& seeds,
+                                                            const StoreOptions& options) {
+  auto store = std::make_unique<RedisStore>(std::make_unique<RedisRouter>(seeds, options), options);
   PACSET_RETURN_IF_ERROR(store->Open());
   return std::unique_ptr<BlockStore>(std::move(store));
 }

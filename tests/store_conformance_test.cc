@@ -1,5 +1,6 @@
 // One suite, every backend: the behaviour store/block_store.h promises,
-// checked against a real RocksDB, a real directory and a real redis-server.
+// checked against a real RocksDB, a real directory, a real redis-server and a
+// real Redis Cluster (three masters, a replica each).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -513,8 +514,12 @@ TEST_P(BlockStoreConformance, EightConcurrentReadersWhileGenerationsArePublished
 }
 
 INSTANTIATE_TEST_SUITE_P(AllBackends, BlockStoreConformance,
-                         ::testing::Values("rocksdb", "dir", "redis"),
-                         [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
+                         ::testing::Values("rocksdb", "dir", "redis", "redis-cluster"),
+                         [](const ::testing::TestParamInfo<std::string>& p) {
+                           std::string name = p.param;  // gtest names: [A-Za-z0-9_]
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
 
 }  // namespace
 }  // namespace pacset

@@ -161,6 +161,27 @@ inline std::string RedisServerBinary() {
   return env != nullptr && *env != '\0' ? env : "/usr/bin/redis-server";
 }
 
+// Bytes of the block keys (pacset:blk:*) the redis-server on `port` holds.
+inline uint64_t BlockBytesOn(int port) {
+  RawRedis r(port);
+  uint64_t bytes = 0;
+  std::string cursor = "0";
+  do {
+    // SCAN replies [cursor, [keys...]]; RawRedis flattens to lines.
+    std::string reply = r.Command({"SCAN", cursor, "MATCH", "pacset:blk:*", "COUNT", "1000"});
+    size_t nl = reply.find('\n');
+    cursor = reply.substr(0, nl);
+    while (nl != std::string::npos) {
+      const size_t next = reply.find('\n', nl + 1);
+      const std::string key =
+          reply.substr(nl + 1, next == std::string::npos ? next : next - nl - 1);
+      if (!key.empty()) bytes += std::stoull(r.Command({"STRLEN", key}));
+      nl = next;
+    }
+  } while (cursor != "0");
+  return bytes;
+}
+
 // A real redis-server on 127.0.0.1, with its own data directory, killed when
 // this object goes (and by the kernel if the test process dies).
 class RedisServer {
@@ -170,15 +191,21 @@ class RedisServer {
   RedisServer(const RedisServer&) = delete;
   RedisServer& operator=(const RedisServer&) = delete;
 
-  // Empty on success, else why it failed.
-  std::string Start(const std::string& password = "") {
+  // Empty on success, else why it failed. `extra` is appended to the
+  // command line; "{FREE_PORT}" in it becomes another free port, chosen with
+  // the server's (e.g. for --cluster-port) and kept by Restart.
+  std::string Start(const std::string& password = "", std::vector<std::string> extra = {}) {
     password_ = password;
+    extra_ = std::move(extra);
     if (::access(RedisServerBinary().c_str(), X_OK) != 0)
       return RedisServerBinary() +
              " not found: the redis tests need a real redis-server (apt-get install redis-server)";
     std::string last;
     for (int attempt = 0; attempt < 5; ++attempt) {
       port_ = FreePort();
+      resolved_extra_ = extra_;
+      for (std::string& a : resolved_extra_)
+        if (a == "{FREE_PORT}") a = std::to_string(FreePort());
       last = Launch();
       if (last.empty()) return "";
     }
@@ -231,6 +258,7 @@ class RedisServer {
       args.push_back("--requirepass");
       args.push_back(password_);
     }
+    args.insert(args.end(), resolved_extra_.begin(), resolved_extra_.end());
     pid_ = ::fork();
     if (pid_ == 0) {
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -263,6 +291,7 @@ class RedisServer {
 
   TempDir dir_;
   std::string password_;
+  std::vector<std::string> extra_, resolved_extra_;
   int port_ = -1;
   pid_t pid_ = -1;
 };
@@ -276,7 +305,7 @@ class ChildProcess {
   ChildProcess(const ChildProcess&) = delete;
   ChildProcess& operator=(const ChildProcess&) = delete;
 
-  bool Spawn(std::vector<std::string> args) {
+  bool Spawn(std::vector<std::string> args, bool with_stderr = false) {
     int fds[2];
     if (::pipe(fds) != 0) return false;
     pid_ = ::fork();
@@ -284,6 +313,7 @@ class ChildProcess {
     if (pid_ == 0) {
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       ::dup2(fds[1], 1);
+      if (with_stderr) ::dup2(fds[1], 2);
       ::close(fds[0]);
       ::close(fds[1]);
       std::vector<char*> argv;
@@ -310,6 +340,20 @@ class ChildProcess {
     }
     return line;
   }
+  // Everything the child prints until it closes its output (or `timeout_ms`).
+  std::string ReadAll(int timeout_ms) {
+    std::string out;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    while (std::chrono::steady_clock::now() < deadline) {
+      pollfd p{out_, POLLIN, 0};
+      if (::poll(&p, 1, 50) <= 0) continue;
+      char buf[4096];
+      const ssize_t n = ::read(out_, buf, sizeof buf);
+      if (n <= 0) break;
+      out.append(buf, static_cast<size_t>(n));
+    }
+    return out;
+  }
   void Kill() {
     if (pid_ > 0) {
       ::kill(pid_, SIGKILL);
@@ -326,6 +370,102 @@ class ChildProcess {
  private:
   pid_t pid_ = -1;
   int out_ = -1;
+};
+
+// The lines of a RawRedis reply that start with `prefix`, e.g. the
+// "cluster_state:" line of CLUSTER INFO ("" if none).
+inline std::string ReplyLine(const std::string& reply, const std::string& prefix) {
+  size_t begin = 0;
+  while (begin < reply.size()) {
+    size_t end = reply.find_first_of("\r\n", begin);
+    if (end == std::string::npos) end = reply.size();
+    const std::string line = reply.substr(begin, end - begin);
+    if (line.rfind(prefix, 0) == 0) return line;
+    begin = end + 1;
+  }
+  return "";
+}
+
+// A real Redis Cluster on 127.0.0.1: `masters` masters with `replicas` replicas
+// each, every node a redis-server on free ports (its cluster bus on another
+// free port), made with `redis-cli --cluster create`. Killed when this goes.
+class RedisCluster {
+ public:
+  // Empty on success, else why it failed.
+  std::string Start(int masters = 3, int replicas = 1) {
+    const int total = masters * (1 + replicas);
+    nodes_.clear();
+    for (int i = 0; i < total; ++i) {
+      nodes_.push_back(std::make_unique<RedisServer>());
+      const std::string err = nodes_.back()->Start(
+          "", {"--cluster-enabled", "yes", "--cluster-port", "{FREE_PORT}", "--cluster-config-file",
+               "nodes.conf", "--cluster-node-timeout", "1000", "--appendonly", "no",
+               // Replicas sync at once (the default waits 5 s for more replicas).
+               "--repl-diskless-sync-delay", "0"});
+      if (!err.empty()) return "node " + std::to_string(i) + ": " + err;
+    }
+    std::vector<std::string> args = {"/usr/bin/redis-cli", "--cluster", "create"};
+    for (const auto& n : nodes_) args.push_back("127.0.0.1:" + std::to_string(n->port()));
+    args.insert(args.end(), {"--cluster-replicas", std::to_string(replicas), "--cluster-yes"});
+    ChildProcess cli;
+    if (!cli.Spawn(args, /*with_stderr=*/true)) return "cannot run redis-cli";
+    const std::string out = cli.ReadAll(60000);
+    if (out.find("[OK] All 16384 slots covered") == std::string::npos)
+      return "redis-cli --cluster create failed: " + out;
+    return WaitHealthy(20000) ? "" : "the cluster did not become healthy: " + out;
+  }
+
+  // redis-cluster://127.0.0.1:P,... with the first `seeds` nodes as seeds.
+  std::string uri(size_t seeds = 3) const {
+    std::string u = "redis-cluster://";
+    for (size_t i = 0; i < std::min(seeds, nodes_.size()); ++i)
+      u += (i ? "," : "") + std::string("127.0.0.1:") + std::to_string(nodes_[i]->port());
+    return u;
+  }
+  size_t size() const { return nodes_.size(); }
+  RedisServer& node(size_t i) { return *nodes_[i]; }
+
+  // Ports of the live nodes that are masters now.
+  std::vector<int> MasterPorts() {
+    std::vector<int> out;
+    for (const auto& n : nodes_) {
+      if (n->pid() <= 0) continue;
+      RawRedis r(n->port());
+      if (r.Command({"ROLE"}).rfind("master", 0) == 0) out.push_back(n->port());
+    }
+    return out;
+  }
+  // The port of the live master that serves `key` ("MOVED" from the others).
+  int MasterPortOf(const std::string& key) {
+    for (int port : MasterPorts()) {
+      RawRedis r(port);
+      if (r.Command({"EXISTS", key}).rfind("MOVED", 0) != 0) return port;
+    }
+    return -1;
+  }
+  // Whether, within `timeout_ms`, every live node reports cluster_state:ok
+  // and every live replica is in sync with its master.
+  bool WaitHealthy(int timeout_ms) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    while (std::chrono::steady_clock::now() < deadline) {
+      bool ok = true;
+      for (const auto& n : nodes_) {
+        if (n->pid() <= 0) continue;
+        RawRedis r(n->port());
+        ok =
+            ok && ReplyLine(r.Command({"CLUSTER", "INFO"}), "cluster_state:") == "cluster_state:ok";
+        // ROLE of a replica: slave, HOST, PORT, connect|connecting|sync|connected, OFFSET.
+        const std::string role = r.Command({"ROLE"});
+        if (role.rfind("slave", 0) == 0) ok = ok && role.find("\nconnected\n") != std::string::npos;
+      }
+      if (ok) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return false;
+  }
+
+ private:
+  std::vector<std::unique_ptr<RedisServer>> nodes_;
 };
 
 // One backend under test, with its own storage; can reach behind the store.
@@ -466,35 +606,56 @@ class RedisEnv final : public StoreEnv {
         r.Command({"DEL", store_internal::RedisBlockKey(f.name, f.generation, index)});
     return reply == "1" ? "" : "DEL returned " + reply;
   }
-  uint64_t RawBlockBytes() override {
-    RawRedis r(server_.port());
-    uint64_t bytes = 0;
-    std::string cursor = "0";
-    do {
-      // SCAN replies [cursor, [keys...]]; RawRedis flattens to lines.
-      std::string reply = r.Command({"SCAN", cursor, "MATCH", "pacset:blk:*", "COUNT", "1000"});
-      size_t nl = reply.find('\n');
-      cursor = reply.substr(0, nl);
-      while (nl != std::string::npos) {
-        const size_t next = reply.find('\n', nl + 1);
-        const std::string key =
-            reply.substr(nl + 1, next == std::string::npos ? next : next - nl - 1);
-        if (!key.empty()) bytes += std::stoull(r.Command({"STRLEN", key}));
-        nl = next;
-      }
-    } while (cursor != "0");
-    return bytes;
-  }
+  uint64_t RawBlockBytes() override { return BlockBytesOn(server_.port()); }
 
  private:
   RedisServer server_;
 };
 
-// "rocksdb", "dir" or "redis"; for redis, *error says why the server did not start.
+// A Redis Cluster of three masters with a replica each.
+class RedisClusterEnv final : public StoreEnv {
+ public:
+  // Empty on success.
+  std::string Start() { return cluster_.Start(3, 1); }
+  std::string Uri() const override { return cluster_.uri(); }
+  bool ConcurrentWriterProcesses() const override { return true; }
+  RedisCluster& cluster() { return cluster_; }
+
+  std::string CorruptStoredBlock(const ForestInfo& f, uint64_t index) override {
+    const std::string key = store_internal::RedisBlockKey(f.name, f.generation, index);
+    RawRedis r(cluster_.MasterPortOf(key));
+    std::string value = r.Command({"GET", key});
+    if (value.size() != f.block_size) return "GET " + key + " returned " + value.substr(0, 40);
+    value[value.size() / 2] ^= 0x01;
+    const std::string reply = r.Command({"SET", key, value});
+    return reply == "OK" ? "" : "SET failed: " + reply;
+  }
+  std::string DeleteStoredBlock(const ForestInfo& f, uint64_t index) override {
+    const std::string key = store_internal::RedisBlockKey(f.name, f.generation, index);
+    const std::string reply = RawRedis(cluster_.MasterPortOf(key)).Command({"DEL", key});
+    return reply == "1" ? "" : "DEL returned " + reply;
+  }
+  uint64_t RawBlockBytes() override {
+    uint64_t bytes = 0;
+    for (int port : cluster_.MasterPorts()) bytes += BlockBytesOn(port);
+    return bytes;
+  }
+
+ private:
+  RedisCluster cluster_;
+};
+
+// "rocksdb", "dir", "redis" or "redis-cluster"; for the last two, *error says
+// why the servers did not start.
 inline std::unique_ptr<StoreEnv> MakeEnv(const std::string& backend, std::string* error) {
   error->clear();
   if (backend == "rocksdb") return std::make_unique<RocksDbEnv>();
   if (backend == "dir") return std::make_unique<DirEnv>();
+  if (backend == "redis-cluster") {
+    auto env = std::make_unique<RedisClusterEnv>();
+    *error = env->Start();
+    return env;
+  }
   auto env = std::make_unique<RedisEnv>();
   *error = env->Start();
   return env;

@@ -1,10 +1,11 @@
-// Constructors of the three backends, called by OpenBlockStore after it has
+// Constructors of the backends, called by OpenBlockStore after it has
 // parsed the URI; and the key layouts, for tests that damage stored bytes.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "store/block_store.h"
 #include "util/status.h"
@@ -44,6 +45,9 @@ struct RedisAddress {
 };
 StatusOr<std::unique_ptr<BlockStore>> OpenRedisStore(const RedisAddress& address,
                                                      const StoreOptions& options);
+// A Redis Cluster found through `seeds` (store/internal/redis_router.h).
+StatusOr<std::unique_ptr<BlockStore>> OpenRedisClusterStore(const std::vector<RedisAddress>& seeds,
+                                                            const StoreOptions& options);
 
 // rocksdb: keys. Numbers are big-endian so keys sort by (name, generation, block).
 //   'B' NAME '\0' GEN INDEX   a block
@@ -53,7 +57,7 @@ StatusOr<std::unique_ptr<BlockStore>> OpenRedisStore(const RedisAddress& address
 //   'N' NAME                  the last generation number allocated (8 bytes)
 std::string RocksDbBlockKey(const std::string& name, uint64_t gen, uint64_t index);
 
-// redis: keys, all under "pacset:".
+// redis: and redis-cluster: keys, all under "pacset:"; blocks have the same key on both.
 std::string RedisBlockKey(const std::string& name, uint64_t gen, uint64_t index);
 
 // dir: the file of a published generation, relative to the store directory.
