@@ -9,6 +9,7 @@ PKGS=(
   redis-server
   # clang -Wthread-safety build of the store, fs and trace libraries (scripts/test.sh)
   clang-14
+  iproute2  # tests/fs/scale_test.py: network namespaces as hosts
   python3 python3-numpy python3-xgboost python3-sklearn python3-joblib
   # the Python package (python/) and its tests
   python3-dev pybind11-dev python3-pandas python3-dask python3-distributed python3-pytest

@@ -55,9 +55,9 @@ TEST(RedisClusterSlots, SlotsEqualWhatRedisServerComputes) {
 }
 
 TEST(RedisClusterSlots, HashTagsFollowTheFirstBracePair) {
-  EXPECT_EQ(RedisKeySlot("foo{bar}{zap}"), RedisKeySlot("bar"));      // the first tag only
-  EXPECT_EQ(RedisKeySlot("foo{{bar}}zap"), RedisKeySlot("{bar"));     // up to the first '}'
-  EXPECT_EQ(RedisKeySlot("foo{}{bar}"), 8363);                        // empty tag: whole key
+  EXPECT_EQ(RedisKeySlot("foo{bar}{zap}"), RedisKeySlot("bar"));   // the first tag only
+  EXPECT_EQ(RedisKeySlot("foo{{bar}}zap"), RedisKeySlot("{bar"));  // up to the first '}'
+  EXPECT_EQ(RedisKeySlot("foo{}{bar}"), 8363);                     // empty tag: whole key
   EXPECT_EQ(RedisKeySlot("foo{}{bar}"), RedisCrc16("foo{}{bar}") & 16383);
   EXPECT_EQ(RedisKeySlot("{user1000}.following"), RedisKeySlot("{user1000}.followers"));
   EXPECT_EQ(RedisKeySlot("no{close"), RedisCrc16("no{close") & 16383);  // unclosed: whole key
@@ -156,10 +156,10 @@ TEST(RedisClusterRedirect, ClusterNodesGiveEverySlotsMasterAndLiveReplicas) {
 }
 
 TEST(RedisClusterRedirect, MalformedClusterNodesNameTheLine) {
-  for (const char* text : {"abc 127.0.0.1:1@2 master - 0 0 1\n",
-                           "abc 127.0.0.1@2 master - 0 0 1 connected 0-1\n",
-                           "abc 127.0.0.1:1@2 master - 0 0 1 connected 5-3\n",
-                           "abc 127.0.0.1:1@2 master - 0 0 1 connected 0-16384\n"}) {
+  for (const char* text :
+       {"abc 127.0.0.1:1@2 master - 0 0 1\n", "abc 127.0.0.1@2 master - 0 0 1 connected 0-1\n",
+        "abc 127.0.0.1:1@2 master - 0 0 1 connected 5-3\n",
+        "abc 127.0.0.1:1@2 master - 0 0 1 connected 0-16384\n"}) {
     auto r = ParseClusterNodes(std::string("\n") + text);
     EXPECT_EQ(r.status().code(), StatusCode::kCorruption) << text;
     EXPECT_NE(r.status().message().find("line 2"), std::string::npos) << r.status().ToString();

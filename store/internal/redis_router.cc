@@ -119,8 +119,7 @@ StatusOr<std::vector<RedisSlotRange>> ParseClusterNodes(std::string_view text) {
     l.id = std::string(f[0]);
     std::string_view endpoint = f[1].substr(0, f[1].find('@'));  // HOST:PORT@BUS[,NAME]
     const size_t colon = endpoint.rfind(':');
-    if (colon == std::string_view::npos ||
-        !ParseInt(endpoint.substr(colon + 1), 65535, &l.port))
+    if (colon == std::string_view::npos || !ParseInt(endpoint.substr(colon + 1), 65535, &l.port))
       return bad("address '" + std::string(f[1]) + "'");
     l.host = std::string(endpoint.substr(0, colon));
     for (size_t begin = 0; begin <= f[2].size();) {
@@ -219,7 +218,8 @@ Status RedisRouter::LoadSlotMap() {
     auto reply = conn->Command({"CLUSTER", "NODES"});
     if (!reply.ok()) {
       last = reply.status();
-      if (reply.status().code() == StatusCode::kIOError)  // "ERR This instance has cluster support disabled"
+      if (reply.status().code() ==
+          StatusCode::kIOError)  // "ERR This instance has cluster support disabled"
         return Status::InvalidArgument(pool->where() + " is not a Redis Cluster node (" +
                                        reply.status().message() + "); use redis://");
       continue;
@@ -322,7 +322,7 @@ void RedisRouter::Run(const std::vector<RedisCommand>& cmds, std::vector<StatusO
     replies->emplace_back(Status::Unavailable(where_ + ": command not sent"));
   std::vector<size_t> todo(cmds.size());
   for (size_t i = 0; i < cmds.size(); ++i) todo[i] = i;
-  std::vector<int> ask(cmds.size(), -1);  // node an ASK redirection sent the command to
+  std::vector<int> ask(cmds.size(), -1);         // node an ASK redirection sent the command to
   std::vector<bool> resent(cmds.size(), false);  // already resent after a failed connection
 
   for (int round = 0; !todo.empty(); ++round) {
@@ -332,7 +332,7 @@ void RedisRouter::Run(const std::vector<RedisCommand>& cmds, std::vector<StatusO
       int replicas = 0;
       std::vector<size_t> cmds;
       std::optional<Conn> conn;
-      Status failed;     // the connection failed before or while sending
+      Status failed;      // the connection failed before or while sending
       bool wait = false;  // WAIT appended after the commands
     };
     std::map<int, Batch> batches;
@@ -381,7 +381,7 @@ void RedisRouter::Run(const std::vector<RedisCommand>& cmds, std::vector<StatusO
       }
       if (b.failed.ok()) b.failed = b.conn->Flush();
     }
-    bool moved = false, tryagain = false;
+    bool moved = false, tryagain = false, unreplicated = false;
     struct Failed {
       size_t cmd;
       int node;
@@ -435,11 +435,12 @@ void RedisRouter::Run(const std::vector<RedisCommand>& cmds, std::vector<StatusO
         if (!w.ok()) {
           b.failed = w.status();
         } else if ((*w)->type != REDIS_REPLY_INTEGER || (*w)->integer < 1) {
-          const Status unreplicated = Status::Unavailable(
-              b.pool->where() + ": no replica acknowledged the writes within " +
-              std::to_string(options_.io_timeout_ms * 3 / 4) + " ms");
+          const Status unreplicated_status =
+              Status::Unavailable(b.pool->where() + ": no replica acknowledged the writes within " +
+                                  std::to_string(options_.io_timeout_ms * 3 / 4) + " ms");
           for (size_t i : b.cmds)
-            if ((*replies)[i].ok()) (*replies)[i] = unreplicated;
+            if ((*replies)[i].ok()) (*replies)[i] = unreplicated_status;
+          unreplicated = true;  // the replica may have failed: reload who has replicas
         }
       }
       if (b.failed.ok()) continue;
@@ -450,7 +451,7 @@ void RedisRouter::Run(const std::vector<RedisCommand>& cmds, std::vector<StatusO
       }
     }
     batches.clear();  // connections back to their pools (or dropped) before resending
-    if (cluster_ && (moved || !failed.empty())) Refresh(epoch);
+    if (cluster_ && (moved || unreplicated || !failed.empty())) Refresh(epoch);
     // After a failed connection, resend once what may now succeed: on a
     // connection that had been idle (the server may have restarted), or to
     // the slot's new master (a failover). The others keep their error.

@@ -151,11 +151,11 @@ class RedisRouter {
   std::vector<RedisAddress> seeds_;
 
   mutable std::mutex mu_;
-  std::vector<Node> nodes_;                     // never shrinks; pools live as long as the router
-  std::vector<int16_t> owner_;                  // slot -> index in nodes_, -1: none
-  uint64_t epoch_ = 0;                          // incremented by every map load
+  std::vector<Node> nodes_;                       // never shrinks; pools live as long as the router
+  std::vector<int16_t> owner_;                    // slot -> index in nodes_, -1: none
+  uint64_t epoch_ = 0;                            // incremented by every map load
   std::chrono::steady_clock::time_point loaded_;  // time of the last map load
-  std::mutex refresh_mu_;                       // one map load at a time
+  std::mutex refresh_mu_;                         // one map load at a time
 
   std::atomic<uint64_t> redirects_{0};
   std::atomic<uint64_t> map_loads_{0};
