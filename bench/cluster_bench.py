@@ -17,7 +17,9 @@ every write.
     `pacset predict` of that one row (process start to exit), checked
     against the local .pac's prediction;
   * per block: blocks fetched per cold row and the daemon's fetch latency
-    (stats), and the server's CPU time per GET (INFO commandstats).
+    (stats), the daemon's CPU time per fetched block (/proc, all its work:
+    FUSE requests, store calls, checksums, pushes), and the server's CPU
+    time per GET (INFO commandstats).
 Figures are median [min-max]. The cluster's masters share this machine's
 two cores with everything else: this measures the cost of routing and
 replication, not the capacity of three machines.
@@ -39,6 +41,13 @@ EVERYSEC = ["--appendfsync", "everysec"]
 def spread(xs, scale=1.0, fmt="{:.1f}"):
     xs = [x * scale for x in xs]
     return f"{fmt.format(statistics.median(xs))} [{fmt.format(min(xs))}-{fmt.format(max(xs))}]"
+
+
+def cpu_seconds(pid):
+    """User + system CPU time of a process so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def get_usec_per_call(nodes):
@@ -110,6 +119,7 @@ def main():
             for s in stores.values():
                 for n in getattr(s, "nodes", [s]):
                     n.cli("config", "resetstat")
+            cpu0 = {name: cpu_seconds(m.proc.pid) for name, m in mounts.items()}
             names = list(stores)
             for i, (q, want) in enumerate(queries):
                 for name in names[i % 3:] + names[:i % 3]:
@@ -121,14 +131,16 @@ def main():
                     if out != want:
                         raise SystemExit(f"{name}: prediction of query {i} differs")
             print(f"\n{'store':<18}{'import MB/s':>22}{'cold 1-row ms':>24}{'blocks/row':>12}"
-                  f"{'fetch p50/p99 us':>18}{'server us/GET':>15}")
+                  f"{'fetch p50/p99 us':>18}{'daemon us/block':>16}{'server us/GET':>15}")
             for name, s in stores.items():
                 st = mounts[name].stats()["forests"]["forest"]
                 lat = st["fetch_latency_us"]
                 usec, calls = get_usec_per_call(getattr(s, "nodes", [s]))
+                daemon = (cpu_seconds(mounts[name].proc.pid) - cpu0[name]) * 1e6 / st["blocks_fetched"]
                 print(f"{name:<18}{spread(imports[name], fmt='{:.0f}'):>22}"
                       f"{spread(cold[name], 1000.0):>24}{st['blocks_fetched'] / a.queries:12.1f}"
-                      f"{'<%d/<%d' % (lat['p50_upper'], lat['p99_upper']):>18}{usec:15.1f}")
+                      f"{'<%d/<%d' % (lat['p50_upper'], lat['p99_upper']):>18}{daemon:16.1f}"
+                      f"{usec:15.1f}")
         finally:
             for m in mounts.values():
                 m.__exit__(None, None, None)

@@ -173,6 +173,9 @@ class RedisCluster:
     replicas each (redis-cli --cluster create), cluster bus on free ports."""
 
     def __init__(self, workdir, masters=3, replicas=1):
+        import shutil
+        for i in range(masters * (1 + replicas)):  # a new cluster, not an old one's state
+            shutil.rmtree(os.path.join(workdir, f"node{i}"), ignore_errors=True)
         self.nodes = [Redis(workdir, name=f"node{i}", extra=[
             "--cluster-enabled", "yes", "--cluster-port", str(free_port()),
             "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "1000",
