@@ -26,59 +26,23 @@ replication, not the capacity of three machines.
 """
 import argparse
 import os
-import statistics
-import subprocess
-import sys
-import tempfile
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fs"))
-from fslib import Mount, Redis, RedisCluster, run  # noqa: E402
+from benchlib import add_common_args, cpu_seconds, packed, redis_usec_per_get, setup, spread
+from fslib import Mount, Redis, RedisCluster, run
 
 EVERYSEC = ["--appendfsync", "everysec"]
 
 
-def spread(xs, scale=1.0, fmt="{:.1f}"):
-    xs = [x * scale for x in xs]
-    return f"{fmt.format(statistics.median(xs))} [{fmt.format(min(xs))}-{fmt.format(max(xs))}]"
-
-
-def cpu_seconds(pid):
-    """User + system CPU time of a process so far."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def get_usec_per_call(nodes):
-    """Server CPU per GET (microseconds), over the given redis nodes."""
-    calls = usec = 0
-    for n in nodes:
-        for line in n.cli("info", "commandstats").splitlines():
-            if line.startswith("cmdstat_get:"):
-                fields = dict(kv.split("=") for kv in line.split(":", 1)[1].split(","))
-                calls += int(fields["calls"])
-                usec += int(fields["usec"])
-    return usec / calls if calls else float("nan"), calls
-
-
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", required=True, help="directory with pacset and pacsetfs")
-    ap.add_argument("--model", default="/work/models/rf682/rf.joblib")
-    ap.add_argument("--rows", default="/work/models/rf682/test.csv")
+    add_common_args(ap)
     ap.add_argument("--queries", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--block-size", default="64KiB")
-    ap.add_argument("--work", help="keep the packed model here (default: a temp dir)")
     a = ap.parse_args()
-    pacset = os.path.abspath(os.path.join(a.bin, "pacset"))
-    pacsetfs = os.path.abspath(os.path.join(a.bin, "pacsetfs"))
-    work = a.work or tempfile.mkdtemp(prefix="cluster-bench-")
-    os.makedirs(work, exist_ok=True)
-    pac = os.path.join(work, f"forest-{a.block_size}.pac")
-    if not os.path.exists(pac):
-        run([pacset, "pack", a.model, "-o", pac, "--block-size", a.block_size])
+    pacset, pacsetfs, work = setup(a, "cluster-bench-")
+    pac = packed(pacset, a.model, work, a.block_size)
     size = os.path.getsize(pac)
     with open(a.rows) as f:
         lines = f.readlines()
@@ -135,7 +99,7 @@ def main():
             for name, s in stores.items():
                 st = mounts[name].stats()["forests"]["forest"]
                 lat = st["fetch_latency_us"]
-                usec, calls = get_usec_per_call(getattr(s, "nodes", [s]))
+                usec = redis_usec_per_get(getattr(s, "nodes", [s]))
                 daemon = (cpu_seconds(mounts[name].proc.pid) - cpu0[name]) * 1e6 / st["blocks_fetched"]
                 print(f"{name:<18}{spread(imports[name], fmt='{:.0f}'):>22}"
                       f"{spread(cold[name], 1000.0):>24}{st['blocks_fetched'] / a.queries:12.1f}"

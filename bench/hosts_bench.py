@@ -24,16 +24,10 @@ import os
 import re
 import statistics
 import subprocess
-import sys
-import tempfile
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fs"))
-from fslib import Mount, Redis, TwoHosts  # noqa: E402
-
-
-def spread(xs):
-    return f"{statistics.median(xs):9.0f} [{min(xs):.0f}-{max(xs):.0f}]"
+from benchlib import add_common_args, packed, setup, spread
+from fslib import Mount, Redis, TwoHosts
 
 
 def predict_on(mounts, batch, want, warm):
@@ -65,22 +59,13 @@ def predict_on(mounts, batch, want, warm):
 def main():
     global ARGS
     ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", required=True, help="directory with pacset and pacsetfs")
-    ap.add_argument("--model", default="/work/models/rf682/rf.joblib")
-    ap.add_argument("--rows", default="/work/models/rf682/test.csv")
+    add_common_args(ap)
     ap.add_argument("--batch", type=int, default=500)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--block-size", default="64KiB")
-    ap.add_argument("--work", help="keep the packed model here (default: a temp dir)")
     ARGS = ap.parse_args()
-    ARGS.pacset = os.path.abspath(os.path.join(ARGS.bin, "pacset"))
-    pacsetfs = os.path.abspath(os.path.join(ARGS.bin, "pacsetfs"))
-    work = ARGS.work or tempfile.mkdtemp(prefix="hosts-bench-")
-    os.makedirs(work, exist_ok=True)
-    pac = os.path.join(work, f"forest-{ARGS.block_size}.pac")
-    if not os.path.exists(pac):
-        subprocess.run([ARGS.pacset, "pack", ARGS.model, "-o", pac, "--block-size",
-                        ARGS.block_size], check=True)
+    ARGS.pacset, pacsetfs, work = setup(ARGS, "hosts-bench-")
+    pac = packed(ARGS.pacset, ARGS.model, work, ARGS.block_size)
     batch = os.path.join(work, "batch.csv")
     with open(ARGS.rows) as src, open(batch, "w") as dst:
         for i, line in enumerate(src):
@@ -121,7 +106,8 @@ def main():
             for kind in ("cold", "warm"):
                 one = statistics.median(results[("a", kind, "a")] + results[("b", kind, "b")])
                 for c in configs:
-                    cols = [spread(results[(c, kind, h)]) if results[(c, kind, h)] else ""
+                    cols = [spread(results[(c, kind, h)], fmt="{:.0f}") if results[(c, kind, h)]
+                            else ""
                             for h in ("a", "b", "sum")]
                     ratio = statistics.median(results[(c, kind, "sum")]) / one
                     print(f"{c:<7}{kind:<6}{cols[0]:>26}{cols[1]:>26}{cols[2]:>26}{ratio:12.2f}")

@@ -186,6 +186,15 @@ class RedisClusterStore : public ::testing::Test {
     store_ = std::move(*s);
   }
 
+  // Publishes a test forest "model" of `blocks` 4 KiB blocks; its catalog entry.
+  ForestInfo PublishModel(uint64_t blocks) {
+    Status s = WriteForest(*store_, "model", 4096, blocks);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    auto info = store_->Lookup("model");
+    EXPECT_TRUE(info.ok()) << info.status().ToString();
+    return info.ok() ? *info : ForestInfo{};
+  }
+
   RedisCluster cluster_;
   std::unique_ptr<BlockStore> store_;
 };
@@ -322,15 +331,13 @@ void ExpectAllReadableWithin(BlockStore& store, const ForestInfo& f, std::chrono
 }
 
 TEST_F(RedisClusterStore, TheCatalogsMasterKilledDuringReadsIsReplacedByItsReplica) {
-  uint64_t gen = 0;
-  ASSERT_OK(WriteForest(*store_, "model", 4096, 120, &gen));
-  auto info = store_->Lookup("model");
-  ASSERT_TRUE(info.ok());
+  const ForestInfo info = PublishModel(120);
+  ASSERT_GT(info.block_count, 0u);
   const int victim = cluster_.MasterPortOf("pacset:{catalog}:current");
   ReadTally tally;
   Clock::time_point killed, recovered;
   ReadWhile(
-      *store_, *info,
+      *store_, info,
       [&] {
         std::this_thread::sleep_for(std::chrono::milliseconds(300));
         for (size_t i = 0; i < cluster_.size(); ++i)
@@ -347,10 +354,10 @@ TEST_F(RedisClusterStore, TheCatalogsMasterKilledDuringReadsIsReplacedByItsRepli
       &tally);
   EXPECT_GT(tally.unavailable.load(), 0u) << "the failover went unnoticed: was a master killed?";
   EXPECT_LT(recovered - killed, std::chrono::seconds(20));
-  ExpectAllReadableWithin(*store_, *info, std::chrono::seconds(10));
+  ExpectAllReadableWithin(*store_, info, std::chrono::seconds(10));
   auto again = store_->Lookup("model");
   ASSERT_TRUE(again.ok()) << again.status().ToString();
-  EXPECT_EQ(again->generation, gen);
+  EXPECT_EQ(again->generation, info.generation);
   // The store writes to the promoted master (which has no replica left).
   uint64_t gen2 = 0;
   ASSERT_OK(WriteForest(*store_, "model", 4096, 30, &gen2));
@@ -364,10 +371,8 @@ TEST_F(RedisClusterStore, TheCatalogsMasterKilledDuringReadsIsReplacedByItsRepli
 }
 
 TEST_F(RedisClusterStore, AManualFailoverDuringReadsLosesNoRead) {
-  uint64_t gen = 0;
-  ASSERT_OK(WriteForest(*store_, "model", 4096, 120, &gen));
-  auto info = store_->Lookup("model");
-  ASSERT_TRUE(info.ok());
+  const ForestInfo info = PublishModel(120);
+  ASSERT_GT(info.block_count, 0u);
   // A replica of a master that holds blocks but not the catalog.
   const int catalog = cluster_.MasterPortOf("pacset:{catalog}:current");
   int replica = -1, old_master = -1;
@@ -384,7 +389,7 @@ TEST_F(RedisClusterStore, AManualFailoverDuringReadsLosesNoRead) {
   ASSERT_GT(replica, 0);
   ReadTally tally;
   ReadWhile(
-      *store_, *info,
+      *store_, info,
       [&] {
         std::this_thread::sleep_for(std::chrono::milliseconds(300));
         ASSERT_EQ(RawRedis(replica).Command({"CLUSTER", "FAILOVER"}), "OK");
@@ -398,7 +403,7 @@ TEST_F(RedisClusterStore, AManualFailoverDuringReadsLosesNoRead) {
   EXPECT_EQ(RawRedis(replica).Command({"ROLE"}).rfind("master", 0), 0u);
   EXPECT_EQ(RawRedis(old_master).Command({"ROLE"}).rfind("slave", 0), 0u);
   EXPECT_GT(tally.ok.load(), 0u);
-  ExpectAllReadableWithin(*store_, *info, std::chrono::seconds(5));
+  ExpectAllReadableWithin(*store_, info, std::chrono::seconds(5));
   std::printf("    manual failover :%d -> :%d; %llu reads unavailable, %llu ok\n", old_master,
               replica, static_cast<unsigned long long>(tally.unavailable.load()),
               static_cast<unsigned long long>(tally.ok.load()));

@@ -182,6 +182,25 @@ inline uint64_t BlockBytesOn(int port) {
   return bytes;
 }
 
+// Flips a bit of block `index` of `f` on the redis-server at `port` (which
+// must hold it); empty on success, else what failed.
+inline std::string CorruptRedisBlock(int port, const ForestInfo& f, uint64_t index) {
+  RawRedis r(port);
+  const std::string key = store_internal::RedisBlockKey(f.name, f.generation, index);
+  std::string value = r.Command({"GET", key});
+  if (value.size() != f.block_size) return "GET " + key + " returned " + value.substr(0, 40);
+  value[value.size() / 2] ^= 0x01;
+  const std::string reply = r.Command({"SET", key, value});
+  return reply == "OK" ? "" : "SET failed: " + reply;
+}
+
+// Deletes block `index` of `f` from the redis-server at `port`.
+inline std::string DeleteRedisBlock(int port, const ForestInfo& f, uint64_t index) {
+  const std::string reply =
+      RawRedis(port).Command({"DEL", store_internal::RedisBlockKey(f.name, f.generation, index)});
+  return reply == "1" ? "" : "DEL returned " + reply;
+}
+
 // A real redis-server on 127.0.0.1, with its own data directory, killed when
 // this object goes (and by the kernel if the test process dies).
 class RedisServer {
@@ -592,19 +611,10 @@ class RedisEnv final : public StoreEnv {
   RedisServer& server() { return server_; }
 
   std::string CorruptStoredBlock(const ForestInfo& f, uint64_t index) override {
-    RawRedis r(server_.port());
-    const std::string key = store_internal::RedisBlockKey(f.name, f.generation, index);
-    std::string value = r.Command({"GET", key});
-    if (value.size() != f.block_size) return "GET " + key + " returned " + value.substr(0, 40);
-    value[value.size() / 2] ^= 0x01;
-    const std::string reply = r.Command({"SET", key, value});
-    return reply == "OK" ? "" : "SET failed: " + reply;
+    return CorruptRedisBlock(server_.port(), f, index);
   }
   std::string DeleteStoredBlock(const ForestInfo& f, uint64_t index) override {
-    RawRedis r(server_.port());
-    const std::string reply =
-        r.Command({"DEL", store_internal::RedisBlockKey(f.name, f.generation, index)});
-    return reply == "1" ? "" : "DEL returned " + reply;
+    return DeleteRedisBlock(server_.port(), f, index);
   }
   uint64_t RawBlockBytes() override { return BlockBytesOn(server_.port()); }
 
@@ -622,18 +632,10 @@ class RedisClusterEnv final : public StoreEnv {
   RedisCluster& cluster() { return cluster_; }
 
   std::string CorruptStoredBlock(const ForestInfo& f, uint64_t index) override {
-    const std::string key = store_internal::RedisBlockKey(f.name, f.generation, index);
-    RawRedis r(cluster_.MasterPortOf(key));
-    std::string value = r.Command({"GET", key});
-    if (value.size() != f.block_size) return "GET " + key + " returned " + value.substr(0, 40);
-    value[value.size() / 2] ^= 0x01;
-    const std::string reply = r.Command({"SET", key, value});
-    return reply == "OK" ? "" : "SET failed: " + reply;
+    return CorruptRedisBlock(MasterPort(f, index), f, index);
   }
   std::string DeleteStoredBlock(const ForestInfo& f, uint64_t index) override {
-    const std::string key = store_internal::RedisBlockKey(f.name, f.generation, index);
-    const std::string reply = RawRedis(cluster_.MasterPortOf(key)).Command({"DEL", key});
-    return reply == "1" ? "" : "DEL returned " + reply;
+    return DeleteRedisBlock(MasterPort(f, index), f, index);
   }
   uint64_t RawBlockBytes() override {
     uint64_t bytes = 0;
@@ -642,6 +644,9 @@ class RedisClusterEnv final : public StoreEnv {
   }
 
  private:
+  int MasterPort(const ForestInfo& f, uint64_t index) {
+    return cluster_.MasterPortOf(store_internal::RedisBlockKey(f.name, f.generation, index));
+  }
   RedisCluster cluster_;
 };
 

@@ -591,20 +591,24 @@ def run_tests(tests, prepare, make_env, label, timeout, top_prefix):
     return 1 if failures else 0
 
 
-def main(module, prepare, make_env, label, prefix, tools=("pacset", "pacsetfs")):
-    """The command line of a test suite: --TOOL PATH for each of `tools`, -k
-    NAME, --timeout S. Runs the module's test_* functions through run_tests
-    and returns the exit status; module.ARGS holds the parsed arguments."""
+def main(module, prepare, make_env, label, prefix, tools=("pacset", "pacsetfs"), timeout=180):
+    """The command line of a test suite: --TOOL PATH for each of `tools` (made
+    absolute), -k NAME, --timeout S (default `timeout`). Runs the module's
+    test_* functions through run_tests and returns the exit status;
+    module.ARGS holds the parsed arguments."""
     import argparse
     ap = argparse.ArgumentParser()
     for tool in tools:
         ap.add_argument("--" + tool, required=True)
     ap.add_argument("-k", default="", help="run tests whose name contains this")
-    ap.add_argument("--timeout", type=int, default=180, help="seconds per test")
+    ap.add_argument("--timeout", type=int, default=timeout, help="seconds per test")
     module.ARGS = ap.parse_args()
+    for dest in (tool.replace("-", "_") for tool in tools):
+        setattr(module.ARGS, dest, os.path.abspath(getattr(module.ARGS, dest)))
     if os.geteuid() != 0 or not os.path.exists("/dev/fuse"):
         print("FAIL: these tests need root and /dev/fuse")
         return 1
     tests = [(n, f) for n, f in sorted(vars(module).items())
              if n.startswith("test_") and module.ARGS.k in n]
     return run_tests(tests, prepare, make_env, label, module.ARGS.timeout, prefix)
+

@@ -15,7 +15,6 @@ are removed by the next one: their names carry the dead test's pid).
 
 Usage: scale_test.py --pacset PATH --pacsetfs PATH [-k NAME]
 """
-import argparse
 import filecmp
 import mmap
 import os
@@ -246,20 +245,7 @@ def test_a_mount_of_a_redis_cluster_predicts_exactly_across_a_failover(env):
 # ---------------------------------------------------------------- runner ---
 
 def main():
-    global ARGS
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--pacset", required=True)
-    ap.add_argument("--pacsetfs", required=True)
-    ap.add_argument("-k", default="", help="run tests whose name contains this")
-    ap.add_argument("--timeout", type=int, default=300, help="seconds per test")
-    ARGS = ap.parse_args()
-    ARGS.pacset, ARGS.pacsetfs = os.path.abspath(ARGS.pacset), os.path.abspath(ARGS.pacsetfs)
-    if os.geteuid() != 0 or not os.path.exists("/dev/fuse"):
-        print("FAIL: these tests need root and /dev/fuse")
-        return 1
-    tests = [(n, f) for n, f in sorted(globals().items())
-             if n.startswith("test_") and ARGS.k in n]
-    return fslib.run_tests(tests, prepare, Env, "scale", ARGS.timeout, "pacsetfs-scale-test-")
+    return fslib.main(sys.modules[__name__], prepare, Env, "scale", "pacsetfs-scale-test-", timeout=300)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,63 @@
+"""Shared by the Python store and scale benchmarks: common arguments, tool
+paths, a work directory, a forest packed once per block size, spreads, and
+CPU and redis counters."""
+import os
+import statistics
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fs"))
+from fslib import run  # noqa: E402
+
+
+def add_common_args(ap):
+    """--bin, --model, --rows, --work (the rf682 reference forest by default)."""
+    ap.add_argument("--bin", required=True, help="directory with pacset and pacsetfs")
+    ap.add_argument("--model", default="/work/models/rf682/rf.joblib")
+    ap.add_argument("--rows", default="/work/models/rf682/test.csv")
+    ap.add_argument("--work", help="keep packed models here (default: a temp dir)")
+
+
+def setup(a, prefix):
+    """(pacset, pacsetfs, work directory) from the common arguments."""
+    work = a.work or tempfile.mkdtemp(prefix=prefix)
+    os.makedirs(work, exist_ok=True)
+    return (os.path.abspath(os.path.join(a.bin, "pacset")),
+            os.path.abspath(os.path.join(a.bin, "pacsetfs")), work)
+
+
+def packed(pacset, model, work, block_size):
+    """The model packed with `block_size` blocks (done once per work dir); a
+    .pac model is used as it is."""
+    if model.endswith(".pac"):
+        return model
+    pac = os.path.join(work, f"forest-{block_size}.pac")
+    if not os.path.exists(pac):
+        run([pacset, "pack", model, "-o", pac, "--block-size", block_size])
+    return pac
+
+
+def spread(xs, scale=1.0, fmt="{:.1f}"):
+    """median [min-max]"""
+    xs = [x * scale for x in xs]
+    return f"{fmt.format(statistics.median(xs))} [{fmt.format(min(xs))}-{fmt.format(max(xs))}]"
+
+
+def cpu_seconds(pid):
+    """User + system CPU time of a process so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def redis_usec_per_get(nodes):
+    """Server CPU per GET (microseconds) over fslib.Redis nodes, since their
+    last CONFIG RESETSTAT."""
+    calls = usec = 0
+    for n in nodes:
+        for line in n.cli("info", "commandstats").splitlines():
+            if line.startswith("cmdstat_get:"):
+                fields = dict(kv.split("=") for kv in line.split(":", 1)[1].split(","))
+                calls += int(fields["calls"])
+                usec += int(fields["usec"])
+    return usec / calls if calls else float("nan")
