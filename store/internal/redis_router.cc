@@ -1,6 +1,7 @@
 #include "store/internal/redis_router.h"
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <optional>
 #include <thread>
@@ -217,11 +218,12 @@ Status RedisRouter::LoadSlotMap() {
     }
     auto reply = conn->Command({"CLUSTER", "NODES"});
     if (!reply.ok()) {
-      last = reply.status();
-      if (reply.status().code() ==
-          StatusCode::kIOError)  // "ERR This instance has cluster support disabled"
+      // An error reply ("ERR This instance has cluster support disabled"),
+      // not a failed connection: this server is no cluster node.
+      if (reply.status().code() == StatusCode::kIOError)
         return Status::InvalidArgument(pool->where() + " is not a Redis Cluster node (" +
                                        reply.status().message() + "); use redis://");
+      last = reply.status();
       continue;
     }
     auto ranges = ParseClusterNodes(ReplyString(reply->get()));
@@ -235,8 +237,6 @@ Status RedisRouter::LoadSlotMap() {
     }
     owner_.swap(owner);
     ++epoch_;
-    loaded_ = std::chrono::steady_clock::now();
-    ++map_loads_;
     return Status::Ok();
   }
   return last;

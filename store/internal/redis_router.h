@@ -33,7 +33,6 @@
 #pragma once
 
 #include <atomic>
-#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -126,9 +125,8 @@ class RedisRouter {
 
   // "HOST:PORT" of the master serving `key` now (tests).
   std::string MasterOf(std::string_view key);
-  // Redirections followed and slot-map loads so far (tests, stats).
+  // Redirections followed so far (tests).
   uint64_t redirects() const { return redirects_.load(); }
-  uint64_t map_loads() const { return map_loads_.load(); }
 
  private:
   struct Node {
@@ -151,14 +149,12 @@ class RedisRouter {
   std::vector<RedisAddress> seeds_;
 
   mutable std::mutex mu_;
-  std::vector<Node> nodes_;                       // never shrinks; pools live as long as the router
-  std::vector<int16_t> owner_;                    // slot -> index in nodes_, -1: none
-  uint64_t epoch_ = 0;                            // incremented by every map load
-  std::chrono::steady_clock::time_point loaded_;  // time of the last map load
-  std::mutex refresh_mu_;                         // one map load at a time
+  std::vector<Node> nodes_;     // never shrinks; pools live as long as the router
+  std::vector<int16_t> owner_;  // slot -> index in nodes_, -1: none
+  uint64_t epoch_ = 0;          // incremented by every map load
+  std::mutex refresh_mu_;       // one map load at a time
 
   std::atomic<uint64_t> redirects_{0};
-  std::atomic<uint64_t> map_loads_{0};
 };
 
 }  // namespace store_internal
