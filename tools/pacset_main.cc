@@ -27,7 +27,8 @@ CLI::Option* AddFormat(CLI::App* app, std::string* format) {
 
 void AddStore(CLI::App* app, pacset::StoreCommandOptions* o) {
   app->add_option("--store", o->store,
-                  "Store URI: rocksdb:PATH, dir:PATH or redis://[:PASSWORD@]HOST:PORT[/DB] "
+                  "Store URI: rocksdb:PATH, dir:PATH, redis://[:PASSWORD@]HOST:PORT[/DB] or "
+                  "redis-cluster://[:PASSWORD@]HOST:PORT[,HOST:PORT...] "
                   "(default: $PACSET_STORE, else " +
                       pacset::DefaultStoreUri() + ")");
 }

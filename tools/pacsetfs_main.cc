@@ -108,11 +108,11 @@ int main(int argc, char** argv) {
   std::string mount_o, cache_size;
   auto* m = app.add_subcommand("mount", "Mount a store (runs in the background unless -f)");
   m->add_option("MOUNTPOINT", mopts.mountpoint, "Directory to mount on")->required();
-  m->add_option(
-      "--store", mopts.store_uri,
-      "Store URI: rocksdb:PATH, dir:PATH or redis://HOST:PORT[/DB] (default: $PACSET_STORE "
-      "or " +
-          pacset::DefaultStoreUri() + ")");
+  m->add_option("--store", mopts.store_uri,
+                "Store URI: rocksdb:PATH, dir:PATH, redis://HOST:PORT[/DB] or "
+                "redis-cluster://HOST:PORT[,HOST:PORT...] (default: $PACSET_STORE "
+                "or " +
+                    pacset::DefaultStoreUri() + ")");
   m->add_flag("-f,--foreground", mopts.foreground, "Stay in the foreground, log to stderr");
   m->add_option("-o", mount_o, "Comma-separated mount options (see below)");
   m->add_option("--trace", mopts.trace_path, "Write a block-access trace to FILE");
