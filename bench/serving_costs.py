@@ -62,8 +62,8 @@ def main():
             with Mount(pacsetfs, redis.uri, os.path.join(work, f"mnt-{bs}")) as m:
                 path = os.path.join(m.mp, f"{name}.pac")
 
-                def fetched():
-                    return m.stats()["forests"][name]["blocks_fetched"]
+                def fetched():  # a forest appears in the stats once opened
+                    return m.stats()["forests"].get(name, {}).get("blocks_fetched", 0)
                 redis.cli("config", "resetstat")
                 cpu0, f0 = cpu_seconds(m.proc.pid), fetched()
                 for q in queries:
