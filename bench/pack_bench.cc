@@ -2,7 +2,7 @@
 //
 //   pack_bench [--max-nodes N]
 //
-// Forests are random (tests/random_forest.h): deep scikit-learn-like trees
+// Forests are random (testkit/random_forest.h): deep scikit-learn-like trees
 // with one-hot leaves. Times cover layout + encoding into memory; the
 // baseline printed first is a plain memcpy of the same number of bytes, to
 // read the figures against on a noisy machine.
@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "layout/pack.h"
-#include "tests/random_forest.h"
+#include "testkit/random_forest.h"
 
 namespace {
 

@@ -15,7 +15,7 @@
 #include "store/block_store.h"
 #include "store/internal/backends.h"
 #include "store/publish.h"
-#include "tests/store_test_util.h"
+#include "testkit/store_test_util.h"
 
 using namespace pacset;
 using store_internal::RocksDbTuning;

@@ -24,7 +24,7 @@
 #include "bench/bench_util.h"
 #include "store/block_store.h"
 #include "store/publish.h"
-#include "tests/store_test_util.h"
+#include "testkit/store_test_util.h"
 
 using namespace pacset;
 using bench::Clock;

@@ -24,8 +24,7 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(HERE, "..", "tests", "fs"))
+sys.path.insert(0, os.path.join(HERE, "..", "testkit"))
 import fashion_mnist  # noqa: E402
 from fslib import Mount, run  # noqa: E402
 

@@ -1,4 +1,4 @@
-// Parameterized tests over every forest flavor of tests/random_forest.h:
+// Parameterized tests over every forest flavor of testkit/random_forest.h:
 //   class MyTest : public ::testing::TestWithParam<FlavorCase> {};
 //   INSTANTIATE_TEST_SUITE_P(Flavors, MyTest, AllFlavors(), FlavorCaseName);
 #pragma once
@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "tests/random_forest.h"
+#include "testkit/random_forest.h"
 
 namespace pacset::testing {
 

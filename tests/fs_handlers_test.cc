@@ -21,7 +21,7 @@
 
 #include "fs/internal/filesystem.h"
 #include "store/fault_injection_store.h"
-#include "store_test_util.h"
+#include "testkit/store_test_util.h"
 
 namespace pacset {
 namespace {

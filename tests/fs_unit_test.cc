@@ -20,7 +20,7 @@
 #include "fs/pacsetfs.h"
 #include "fs/stats.h"
 #include "store/fault_injection_store.h"
-#include "store_test_util.h"
+#include "testkit/store_test_util.h"
 
 namespace pacset {
 namespace {

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "layout/pack.h"
-#include "random_forest.h"
+#include "testkit/random_forest.h"
 
 namespace pacset {
 namespace {

@@ -9,7 +9,7 @@
 
 #include "layout/engine.h"
 #include "layout/pack.h"
-#include "tests/random_forest.h"
+#include "testkit/random_forest.h"
 
 namespace pacset {
 namespace {

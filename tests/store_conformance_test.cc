@@ -10,7 +10,7 @@
 
 #include "store/block_store.h"
 #include "store/publish.h"
-#include "tests/store_test_util.h"
+#include "testkit/store_test_util.h"
 
 namespace pacset {
 namespace {

@@ -6,7 +6,7 @@
 
 #include "store/fault_injection_store.h"
 #include "store/publish.h"
-#include "tests/store_test_util.h"
+#include "testkit/store_test_util.h"
 
 namespace pacset {
 namespace {

@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "store/block_store.h"
-#include "tests/store_test_util.h"
+#include "testkit/store_test_util.h"
 
 namespace pacset {
 namespace {

@@ -6,7 +6,7 @@
 #include <fstream>
 
 #include "store/block_store.h"
-#include "tests/store_test_util.h"
+#include "testkit/store_test_util.h"
 
 namespace pacset {
 namespace {

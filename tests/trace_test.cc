@@ -16,7 +16,7 @@
 #include "layout/engine.h"
 #include "layout/pack.h"
 #include "model/predict.h"
-#include "tests/random_forest.h"
+#include "testkit/random_forest.h"
 #include "tests/test_files.h"
 #include "tools/commands.h"
 #include "trace/request_marks.h"

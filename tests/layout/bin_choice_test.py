@@ -31,7 +31,7 @@ import joblib
 import numpy as np
 from sklearn.ensemble import RandomForestClassifier
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "testkit"))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "exact"))
 import exactlib  # noqa: E402
 import fashion_mnist  # noqa: E402

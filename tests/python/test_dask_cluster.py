@@ -16,7 +16,7 @@ import xgboost as xgb
 import pacset
 import pacset.dask
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "fs"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "testkit"))
 
 
 @pytest.fixture(scope="module")
