@@ -20,13 +20,13 @@
 #include "tests/test_files.h"
 #include "tools/commands.h"
 #include "trace/request_marks.h"
-#include "trace/trace_compare.h"
+#include "trace/analysis/trace_compare.h"
 #include "trace/trace_format.h"
-#include "trace/trace_html.h"
+#include "trace/analysis/trace_html.h"
 #include "trace/trace_reader.h"
-#include "trace/trace_report.h"
-#include "trace/trace_scan.h"
-#include "trace/trace_weights.h"
+#include "trace/analysis/trace_report.h"
+#include "trace/analysis/trace_scan.h"
+#include "trace/analysis/trace_weights.h"
 #include "trace/trace_writer.h"
 
 namespace pacset {

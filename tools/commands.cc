@@ -25,7 +25,7 @@
 #include "store/block_store.h"
 #include "store/publish.h"
 #include "trace/request_marks.h"
-#include "trace/trace_weights.h"
+#include "trace/analysis/trace_weights.h"
 #include "util/atomic_file.h"
 #include "util/csv.h"
 #include "util/parallel.h"

@@ -53,7 +53,7 @@ struct PackCliOptions {
   std::string calibrate;               // CSV rows whose paths give the cardinalities
   bool no_leaf_ids = false;
   bool wide_nodes = false;  // PackOptions::force_wide_nodes
-  // Trace-driven weights (trace/trace_weights.h): the node weights come from
+  // Trace-driven weights (trace/analysis/trace_weights.h): the node weights come from
   // a pacsetfs trace of `traced_pac` (a packing of the same model).
   std::string weights_from_trace;
   std::string traced_pac;

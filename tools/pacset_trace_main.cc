@@ -14,7 +14,7 @@
 
 #include <cstdio>
 
-#include "trace/trace_tool.h"
+#include "tools/trace_commands.h"
 
 namespace {
 

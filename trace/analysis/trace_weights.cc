@@ -1,4 +1,4 @@
-#include "trace/trace_weights.h"
+#include "trace/analysis/trace_weights.h"
 
 #include <cmath>
 #include <cstdio>
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "layout/pac_file.h"
-#include "trace/trace_scan.h"
+#include "trace/analysis/trace_scan.h"
 
 namespace pacset {
 namespace {

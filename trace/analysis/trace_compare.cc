@@ -1,4 +1,4 @@
-#include "trace/trace_compare.h"
+#include "trace/analysis/trace_compare.h"
 
 #include <algorithm>
 #include <cstdio>

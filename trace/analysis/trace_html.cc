@@ -1,4 +1,4 @@
-#include "trace/trace_html.h"
+#include "trace/analysis/trace_html.h"
 
 #include <algorithm>
 #include <array>

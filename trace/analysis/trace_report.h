@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "trace/trace_scan.h"
+#include "trace/analysis/trace_scan.h"
 #include "util/status.h"
 
 namespace pacset {

@@ -1,4 +1,4 @@
-#include "trace/trace_scan.h"
+#include "trace/analysis/trace_scan.h"
 
 #include <algorithm>
 #include <memory>

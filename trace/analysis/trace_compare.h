@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "trace/trace_report.h"
+#include "trace/analysis/trace_report.h"
 #include "util/status.h"
 
 namespace pacset {

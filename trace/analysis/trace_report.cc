@@ -1,4 +1,4 @@
-#include "trace/trace_report.h"
+#include "trace/analysis/trace_report.h"
 
 #include <algorithm>
 #include <cmath>

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "layout/pac_format.h"
-#include "trace/trace_report.h"
+#include "trace/analysis/trace_report.h"
 
 namespace pacset {
 

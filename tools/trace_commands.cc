@@ -1,4 +1,4 @@
-#include "trace/trace_tool.h"
+#include "tools/trace_commands.h"
 
 #include <fcntl.h>
 #include <limits.h>
@@ -23,10 +23,10 @@
 #include "model/import.h"
 #include "model/predict.h"
 #include "trace/request_marks.h"
-#include "trace/trace_compare.h"
-#include "trace/trace_html.h"
+#include "trace/analysis/trace_compare.h"
+#include "trace/analysis/trace_html.h"
 #include "trace/trace_reader.h"
-#include "trace/trace_report.h"
+#include "trace/analysis/trace_report.h"
 #include "util/atomic_file.h"
 #include "util/csv.h"
 
