@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "layout/engine.h"
-#include "util/csv.h"
+#include "util/row_matrix.h"
 #include "util/status.h"
 
 namespace pacset {

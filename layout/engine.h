@@ -38,7 +38,7 @@
 #include "layout/block_source.h"
 #include "layout/pac_file.h"
 #include "model/output.h"
-#include "util/csv.h"
+#include "util/row_matrix.h"
 #include "util/status.h"
 
 namespace pacset {

@@ -47,7 +47,7 @@
 
 #include "layout/pac_format.h"
 #include "model/forest.h"
-#include "util/csv.h"
+#include "util/row_matrix.h"
 #include "util/status.h"
 
 namespace pacset {

@@ -8,7 +8,7 @@
 
 #include "model/forest.h"
 #include "model/output.h"
-#include "util/csv.h"
+#include "util/row_matrix.h"
 
 namespace pacset {
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "model/forest.h"
-#include "util/csv.h"
+#include "util/row_matrix.h"
 
 namespace pacset::testing {
 

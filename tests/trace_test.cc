@@ -28,6 +28,7 @@
 #include "trace/analysis/trace_scan.h"
 #include "trace/analysis/trace_weights.h"
 #include "trace/trace_writer.h"
+#include "util/csv.h"
 
 namespace pacset {
 namespace {

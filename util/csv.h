@@ -17,17 +17,10 @@
 #include <vector>
 
 #include "util/atomic_file.h"
+#include "util/row_matrix.h"
 #include "util/status.h"
 
 namespace pacset {
-
-// A dense row-major matrix of inputs; NaN marks a missing value.
-struct RowMatrix {
-  size_t num_rows = 0;
-  size_t num_cols = 0;
-  std::vector<double> values;  // num_rows * num_cols
-  const double* row(size_t i) const { return values.data() + i * num_cols; }
-};
 
 // Parses CSV text. `expected_cols` == 0 accepts the first data row's width.
 // `source_name` is used in error messages.

@@ -12,7 +12,7 @@
 #include "layout/pac_file.h"
 #include "model/output.h"
 #include "model/routing.h"
-#include "util/csv.h"
+#include "util/row_matrix.h"
 
 namespace pacset::internal {
 
