@@ -9,24 +9,10 @@
 #include <memory>
 #include <string>
 
+#include "util/latency_histogram.h"
 #include "util/mutex.h"
 
 namespace pacset {
-
-// Fetch latencies in power-of-two microsecond buckets: bucket i holds
-// latencies in [2^(i-1), 2^i) us (bucket 0: < 1 us).
-class LatencyHistogram {
- public:
-  static constexpr int kBuckets = 32;
-  void Add(uint64_t ns);
-  // Upper bound (us) of the bucket holding quantile q (0..1); 0 when empty.
-  uint64_t QuantileUpperUs(double q) const;
-  uint64_t count() const;
-  std::array<uint64_t, kBuckets> Snapshot() const;
-
- private:
-  std::array<std::atomic<uint64_t>, kBuckets> buckets_{};
-};
 
 struct ForestStats {
   std::atomic<uint64_t> generation{0};

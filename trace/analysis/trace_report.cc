@@ -54,47 +54,14 @@ nlohmann::json CountDistribution::ToJson(bool histogram) const {
   return j;
 }
 
-// ---- LatencyHistogram ----
+namespace {
 
-int LatencyHistogram::Bucket(uint64_t ns) {
-  if (ns < 16) return static_cast<int>(ns);
-  const int e = 63 - __builtin_clzll(ns);  // >= 4
-  const int sub = static_cast<int>((ns >> (e - 3)) & 7);
-  return std::min(kBuckets - 1, 16 + (e - 4) * 8 + sub);
+nlohmann::json LatencyJson(const LatencyHistogram& h) {
+  return {{"count", h.count()},     {"mean", h.mean_ns()},     {"p50", h.Quantile(0.5)},
+          {"p90", h.Quantile(0.9)}, {"p99", h.Quantile(0.99)}, {"max", h.max_ns()}};
 }
 
-uint64_t LatencyHistogram::BucketLow(int b) {
-  if (b < 16) return static_cast<uint64_t>(b);
-  const int e = (b - 16) / 8 + 4, sub = (b - 16) % 8;
-  return (uint64_t{8} + sub) << (e - 3);
-}
-
-void LatencyHistogram::Add(uint64_t ns) {
-  ++counts_[Bucket(ns)];
-  ++n_;
-  sum_ += ns;
-  max_ = std::max(max_, ns);
-}
-
-uint64_t LatencyHistogram::Quantile(double q) const {
-  if (!n_) return 0;
-  const uint64_t rank =
-      std::clamp<uint64_t>(static_cast<uint64_t>(std::ceil(q * static_cast<double>(n_))), 1, n_);
-  uint64_t seen = 0;
-  for (int b = 0; b < kBuckets; ++b) {
-    seen += counts_[b];
-    if (seen >= rank) {
-      const uint64_t lo = BucketLow(b), hi = b + 1 < kBuckets ? BucketLow(b + 1) : lo;
-      return std::min(max_, lo + (hi - lo) / 2);
-    }
-  }
-  return max_;
-}
-
-nlohmann::json LatencyHistogram::ToJson() const {
-  return {{"count", n_},          {"mean", mean_ns()},     {"p50", Quantile(0.5)},
-          {"p90", Quantile(0.9)}, {"p99", Quantile(0.99)}, {"max", max_ns()}};
-}
+}  // namespace
 
 uint64_t ForestReport::accesses() const {
   uint64_t n = 0;
@@ -259,7 +226,7 @@ nlohmann::json TraceReport::ToJson() const {
     for (int i = 0; i < kNumTraceSources; ++i) {
       src[TraceSourceName(static_cast<TraceSource>(i))] = f.by_source[i];
       if (f.latency[i].count())
-        lat[TraceSourceName(static_cast<TraceSource>(i))] = f.latency[i].ToJson();
+        lat[TraceSourceName(static_cast<TraceSource>(i))] = LatencyJson(f.latency[i]);
     }
     uint64_t fetched_unique = 0;
     for (const auto& [b, h] : f.blocks) fetched_unique += h.store ? 1 : 0;
@@ -298,7 +265,7 @@ nlohmann::json TraceReport::ToJson() const {
                    {"accesses_outside_requests", accesses_outside_requests},
                    {"blocks_per_request", blocks_per_request.ToJson(true)},
                    {"store_blocks_per_request", store_blocks_per_request.ToJson(false)},
-                   {"duration_ns", request_duration.ToJson()}};
+                   {"duration_ns", LatencyJson(request_duration)}};
   nlohmann::json procs = nlohmann::json::array();
   for (const auto& [pid, p] : processes) {
     nlohmann::json src = nlohmann::json::object();

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "trace/analysis/trace_scan.h"
+#include "util/latency_histogram.h"
 #include "util/status.h"
 
 namespace pacset {
@@ -36,25 +37,6 @@ class CountDistribution {
   std::map<uint64_t, uint64_t> values_;
   uint64_t n_ = 0;
   uint64_t sum_ = 0;
-};
-
-// Latencies in log-linear buckets (8 per power of two: about 6% wide), so
-// memory is constant and quantiles are within a bucket of the truth.
-class LatencyHistogram {
- public:
-  void Add(uint64_t ns);
-  uint64_t count() const { return n_; }
-  double mean_ns() const { return n_ ? static_cast<double>(sum_) / n_ : 0; }
-  uint64_t max_ns() const { return max_; }
-  uint64_t Quantile(double q) const;  // midpoint of the bucket holding rank ceil(q n)
-  nlohmann::json ToJson() const;
-
- private:
-  static constexpr int kBuckets = 16 + 60 * 8;
-  static int Bucket(uint64_t ns);
-  static uint64_t BucketLow(int b);
-  std::array<uint64_t, kBuckets> counts_{};
-  uint64_t n_ = 0, sum_ = 0, max_ = 0;
 };
 
 struct BlockHeat {
