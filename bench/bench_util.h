@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <random>
@@ -21,6 +22,7 @@
 
 #include "layout/block.h"
 #include "store/internal/file_util.h"
+#include "util/size.h"
 
 namespace pacset {
 namespace bench {
@@ -118,14 +120,14 @@ inline double Seconds(Clock::time_point since) {
   return std::chrono::duration<double>(Clock::now() - since).count();
 }
 
+// A size argument (util/size.h); a bad one ends the benchmark.
 inline uint64_t ParseBytes(const std::string& s) {
-  char* end = nullptr;
-  double v = std::strtod(s.c_str(), &end);
-  std::string unit = end != nullptr ? end : "";
-  if (unit == "K" || unit == "KiB") v *= 1024;
-  if (unit == "M" || unit == "MiB") v *= 1024 * 1024;
-  if (unit == "G" || unit == "GiB") v *= 1024.0 * 1024 * 1024;
-  return static_cast<uint64_t>(v);
+  auto bytes = ParseByteSize(s, "size");
+  if (!bytes.ok()) {
+    std::fprintf(stderr, "%s\n", bytes.status().ToString().c_str());
+    std::exit(2);
+  }
+  return *bytes;
 }
 
 inline uint64_t DirBytes(const std::string& path) {

@@ -21,6 +21,7 @@
 #include "fs/pacsetfs.h"
 #include "store/block_store.h"
 #include "trace/trace_writer.h"
+#include "util/subprocess.h"
 
 namespace pacset {
 namespace {
@@ -33,22 +34,6 @@ using fs_internal::PacsetFs;
 bool IsStaleMount(const std::string& path) {
   struct statvfs st;
   return statvfs(path.c_str(), &st) != 0 && errno == ENOTCONN;
-}
-
-int RunCommand(const std::vector<std::string>& args) {
-  pid_t pid = fork();
-  if (pid == 0) {
-    std::vector<char*> argv;
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    int devnull = open("/dev/null", O_WRONLY);
-    if (devnull >= 0) dup2(devnull, STDERR_FILENO);
-    execvp(argv[0], argv.data());
-    _exit(127);
-  }
-  int status = 0;
-  if (pid < 0 || waitpid(pid, &status, 0) < 0) return -1;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 // rocksdb:PATH or dir:PATH whose parent directory exists (so a typo in a
@@ -159,8 +144,7 @@ Status AwaitDaemon(int fd, pid_t daemon) {
   close(fd);
   if (msg == "0") return Status::Ok();
   int wstatus = 0;
-  while (waitpid(daemon, &wstatus, 0) < 0 && errno == EINTR) {
-  }
+  (void)WaitForChild(daemon, &wstatus);
   if (msg.empty())
     return Status::Internal("the daemon died before mounting (" +
                             (WIFSIGNALED(wstatus)
@@ -251,7 +235,7 @@ Status RunMount(const MountOptions& in) {
     // A previous daemon died without unmounting: clear the dead mount first.
     Log(LOG_WARNING, "%s is a stale mount (daemon gone); unmounting it", opts.mountpoint.c_str());
     if (umount2(opts.mountpoint.c_str(), MNT_DETACH) != 0)
-      RunCommand({"fusermount3", "-uz", opts.mountpoint});
+      RunQuietly({"fusermount3", "-uz", opts.mountpoint});
     if (IsStaleMount(opts.mountpoint))
       return Status::IOError(opts.mountpoint + " is a stale mount that cannot be cleared");
   }
@@ -309,9 +293,9 @@ Status Unmount(const std::string& mountpoint) {
     if (umount2(mountpoint.c_str(), 0) == 0) return Status::Ok();
     if (errno == EBUSY) return Status::FromErrno("cannot unmount " + mountpoint, errno);
   }
-  const int rc = RunCommand({"fusermount3", "-u", mountpoint});
+  const int rc = RunQuietly({"fusermount3", "-u", mountpoint});
   if (rc == 0) return Status::Ok();
-  if (IsStaleMount(mountpoint) && RunCommand({"fusermount3", "-uz", mountpoint}) == 0)
+  if (IsStaleMount(mountpoint) && RunQuietly({"fusermount3", "-uz", mountpoint}) == 0)
     return Status::Ok();
   return Status::IOError("cannot unmount " + mountpoint + " (not a pacsetfs mount, or busy)");
 }

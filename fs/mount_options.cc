@@ -3,6 +3,7 @@
 #include <string>
 
 #include "fs/pacsetfs.h"
+#include "util/size.h"
 
 namespace pacset {
 
@@ -23,20 +24,8 @@ Status ParseMountOptionString(const std::string& list, MountOptions* o) {
     const std::string key = opt.substr(0, eq);
     const std::string val = eq == std::string::npos ? "" : opt.substr(eq + 1);
     auto number = [&](uint64_t* out) -> Status {
-      char* end = nullptr;
-      unsigned long long v = std::strtoull(val.c_str(), &end, 10);
-      uint64_t mult = 1;
-      std::string suffix = end ? end : "";
-      if (suffix == "K" || suffix == "KiB" || suffix == "k")
-        mult = 1024;
-      else if (suffix == "M" || suffix == "MiB")
-        mult = 1 << 20;
-      else if (suffix == "G" || suffix == "GiB")
-        mult = 1ull << 30;
-      else if (!suffix.empty())
-        return Status::InvalidArgument("option " + key + ": '" + val + "' is not a number");
       if (val.empty()) return Status::InvalidArgument("option " + key + " needs a value");
-      *out = v * mult;
+      PACSET_ASSIGN_OR_RETURN(*out, ParseByteSize(val, "option " + key));
       return Status::Ok();
     };
     uint64_t v = 0;

@@ -4,6 +4,8 @@
 
 #include <cstring>
 
+#include "util/size.h"
+
 namespace pacset {
 
 uint64_t Checksum64(const void* data, size_t n) { return XXH3_64bits(data, n); }
@@ -33,6 +35,14 @@ Status VerifyBlock(const char* block, uint32_t block_size, uint64_t expected_ind
   const std::string where = what + " block " + std::to_string(expected_index);
   if (!sum_ok) return Status::Corruption(where + ": checksum mismatch");
   return Status::Corruption(where + ": holds block " + std::to_string(index) + " instead");
+}
+
+StatusOr<uint32_t> ParseBlockSize(const std::string& text) {
+  PACSET_ASSIGN_OR_RETURN(uint64_t bytes, ParseByteSize(text, "block size"));
+  if (!IsValidBlockSize(bytes))
+    return Status::InvalidArgument("block size " + text +
+                                   " must be a power of two from 4KiB to 1MiB");
+  return static_cast<uint32_t>(bytes);
 }
 
 }  // namespace pacset

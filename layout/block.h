@@ -28,6 +28,10 @@ inline bool IsValidBlockSize(uint64_t bs) {
   return bs >= kMinBlockSize && bs <= kMaxBlockSize && (bs & (bs - 1)) == 0;
 }
 
+// A block size as people write it ("4096", "4K", "64KiB"; util/size.h), which
+// must be valid; errors name the text.
+StatusOr<uint32_t> ParseBlockSize(const std::string& text);
+
 // XXH3-64 with seed 0.
 uint64_t Checksum64(const void* data, size_t n);
 

@@ -1,28 +1,12 @@
 #include "layout/engine.h"
 
 #include <algorithm>
-#include <thread>
 
 #include "layout/internal/walk.h"
+#include "util/parallel.h"
 
 namespace pacset {
 namespace {
-
-template <typename Fn>
-Status ParallelChunks(size_t n, int threads, Fn fn) {
-  threads = std::max(1, std::min<int>(threads, static_cast<int>(std::max<size_t>(1, n / 64))));
-  if (threads == 1) return fn(size_t{0}, n);
-  std::vector<Status> results(threads);
-  std::vector<std::thread> pool;
-  const size_t chunk = (n + threads - 1) / threads;
-  for (int i = 0; i < threads; ++i) {
-    const size_t b = std::min(n, i * chunk), e = std::min(n, b + chunk);
-    pool.emplace_back([&, i, b, e] { results[i] = fn(b, e); });
-  }
-  for (auto& t : pool) t.join();
-  for (auto& s : results) PACSET_RETURN_IF_ERROR(s);
-  return Status::Ok();
-}
 
 // Notes every block a walk asks for (TouchedBlocks); the blocks come from
 // the engine's own source. Ready stays plain: one bit per block.
@@ -164,7 +148,7 @@ Status PacEngine::PredictAll(const RowMatrix& rows, bool margin, int threads,
                              std::vector<double>* out) const {
   const uint32_t cols = num_columns(margin);
   out->assign(rows.num_rows * cols, 0.0);
-  return ParallelChunks(rows.num_rows, threads, [&](size_t b, size_t e) {
+  return ParallelFor(rows.num_rows, threads, 64, [&](size_t b, size_t e) {
     return Predict(rows, b, e, margin, out->data() + b * cols);
   });
 }
@@ -176,7 +160,7 @@ Status PacEngine::PredictLeaves(const RowMatrix& rows, int threads,
         file_->name() + ": packed without leaf ids; repack without --no-leaf-ids to use --leaf");
   const uint64_t T = num_trees();
   out->assign(rows.num_rows * T, 0);
-  return ParallelChunks(rows.num_rows, threads, [&](size_t b, size_t e) {
+  return ParallelFor(rows.num_rows, threads, 64, [&](size_t b, size_t e) {
     return Run(rows, b, e, false, nullptr, out->data() + b * T);
   });
 }

@@ -9,12 +9,12 @@
 // Measured against `pacset layout-report` on real rows: see
 // bench/layout_choice_bench.py.
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <thread>
 
 #include "layout/internal/placement.h"
 #include "model/routing.h"
+#include "util/parallel.h"
 
 namespace pacset {
 
@@ -247,15 +247,8 @@ class Scorer {
   std::vector<Evaluated> EvaluateAll(const std::vector<std::pair<uint32_t, uint32_t>>& wanted,
                                      unsigned threads) const {
     std::vector<Evaluated> out(wanted.size());
-    std::atomic<size_t> next{0};
-    auto work = [&] {
-      for (size_t i; (i = next++) < wanted.size();)
-        out[i] = Evaluate(wanted[i].first, wanted[i].second);
-    };
-    std::vector<std::thread> pool;
-    for (unsigned i = 1; i < std::min<size_t>(threads, wanted.size()); ++i) pool.emplace_back(work);
-    work();
-    for (auto& t : pool) t.join();
+    ParallelForEach(wanted.size(), static_cast<int>(threads),
+                    [&](size_t i) { out[i] = Evaluate(wanted[i].first, wanted[i].second); });
     return out;
   }
 

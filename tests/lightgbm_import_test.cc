@@ -17,6 +17,7 @@
 #include "model/import.h"
 #include "model/predict.h"
 #include "model/routing.h"
+#include "tests/test_files.h"
 #include "tools/commands.h"
 
 namespace pacset {
@@ -782,13 +783,6 @@ TEST(LightgbmImport, ImportModelDetectsLightgbmText) {
   EXPECT_EQ(f->postprocess, Postprocess::kSigmoid);
 }
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 TEST(LightgbmImport, PacsetPredictRunsOnLightgbmModels) {
   const std::string dir = ::testing::TempDir();
   const std::string rows = dir + "/lightgbm_rows.csv", out = dir + "/lightgbm_out.csv";
@@ -801,12 +795,13 @@ TEST(LightgbmImport, PacsetPredictRunsOnLightgbmModels) {
   opts.input = rows;
   opts.output = out;
   ASSERT_TRUE(RunPredict(opts).ok());
-  EXPECT_EQ(ReadFile(out),
+  EXPECT_EQ(::pacset::testing::ReadAll(out),
             "42602\n43370\n43370\n21845\n"
             "43418\n");  // RRRLRLRR, RRRLLRRR, RRRLLRRR, LLLLLLLL, RRLRLRRR
   opts.leaf = true;
   ASSERT_TRUE(RunPredict(opts).ok());
-  EXPECT_EQ(ReadFile(out).substr(0, 16), "2,2,2,1,2,1,2,2\n");  // local ids: leaf0 = 1, leaf1 = 2
+  EXPECT_EQ(::pacset::testing::ReadAll(out).substr(0, 16),
+            "2,2,2,1,2,1,2,2\n");  // local ids: leaf0 = 1, leaf1 = 2
   std::remove(rows.c_str());
   std::remove(out.c_str());
 }

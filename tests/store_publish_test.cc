@@ -7,19 +7,13 @@
 #include "store/fault_injection_store.h"
 #include "store/publish.h"
 #include "testkit/store_test_util.h"
+#include "tests/test_files.h"
 
 namespace pacset {
 namespace {
 
 using store_test::MakeBlock;
 using store_test::TempDir;
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 void WriteFile(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary) << bytes;
@@ -66,7 +60,7 @@ TEST_P(PublishTest, ExportIsByteIdenticalToThePublishedFile) {
     EXPECT_EQ(info->header_checksum, 0x1234u);
     EXPECT_EQ(info->source_file, "in.pac");
     ASSERT_TRUE(ExportToFile(*store_, *info, Path("out.pac")).ok());
-    EXPECT_TRUE(ReadFile(Path("out.pac")) == bytes) << "block size " << bs;
+    EXPECT_TRUE(::pacset::testing::ReadAll(Path("out.pac")) == bytes) << "block size " << bs;
     auto bad = VerifyForest(*store_, *info);
     ASSERT_TRUE(bad.ok());
     EXPECT_TRUE(bad->empty());
@@ -110,7 +104,7 @@ TEST_P(PublishTest, ACorruptInputFileIsRejectedAndThePreviousGenerationStays) {
   ASSERT_TRUE(cur.ok());
   EXPECT_EQ(cur->generation, g1);
   ASSERT_TRUE(ExportToFile(*store_, *cur, Path("out.pac")).ok());
-  EXPECT_TRUE(ReadFile(Path("out.pac")) == PacBytes(4096, 8, 1));
+  EXPECT_TRUE(::pacset::testing::ReadAll(Path("out.pac")) == PacBytes(4096, 8, 1));
   ASSERT_TRUE(store_->CollectGarbage().ok());
   EXPECT_EQ(store_->Stat()->pending, 0u);
 }
@@ -135,7 +129,7 @@ TEST_P(PublishTest, AFailedExportLeavesTheDestinationUntouched) {
   faulty.CorruptBlock(4);
   Status s = ExportToFile(faulty, *info, Path("dest.pac"));
   EXPECT_EQ(s.code(), StatusCode::kCorruption) << s.ToString();
-  EXPECT_EQ(ReadFile(Path("dest.pac")), "previous contents");
+  EXPECT_EQ(::pacset::testing::ReadAll(Path("dest.pac")), "previous contents");
   auto names = store_internal::ListDir(tmp_.path());
   ASSERT_TRUE(names.ok());
   for (const auto& n : *names) EXPECT_EQ(n.find(".tmp-"), std::string::npos) << n;

@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "layout/block.h"
 #include "layout/block_count.h"
 #include "layout/engine.h"
 #include "layout/pack.h"
@@ -24,11 +25,12 @@
 #include "model/predict.h"
 #include "store/block_store.h"
 #include "store/publish.h"
-#include "trace/request_marks.h"
 #include "trace/analysis/trace_weights.h"
+#include "trace/request_marks.h"
 #include "util/atomic_file.h"
 #include "util/csv.h"
 #include "util/parallel.h"
+#include "util/size.h"
 
 namespace pacset {
 namespace {
@@ -55,19 +57,6 @@ bool IsPacFile(const std::string& path) {
   char magic[8] = {};
   in.read(magic, 8);
   return in.gcount() == 8 && std::memcmp(magic, kPacMagic, 8) == 0;
-}
-
-std::string HumanBytes(uint64_t b) {
-  char buf[64];
-  if (b >= (1ull << 30))
-    std::snprintf(buf, sizeof(buf), "%.2f GiB", b / double(1ull << 30));
-  else if (b >= (1ull << 20))
-    std::snprintf(buf, sizeof(buf), "%.2f MiB", b / double(1ull << 20));
-  else if (b >= 1024)
-    std::snprintf(buf, sizeof(buf), "%.1f KiB", b / 1024.0);
-  else
-    std::snprintf(buf, sizeof(buf), "%llu B", static_cast<unsigned long long>(b));
-  return buf;
 }
 
 void ReportTiming(const PredictOptions& opts, size_t rows,
@@ -396,7 +385,7 @@ Status InfoForPac(const std::string& path, bool json) {
     std::printf("%s\n", j.dump(2).c_str());
     return Status::Ok();
   }
-  std::printf("file:          %s (%s)\n", path.c_str(), HumanBytes(file->size()).c_str());
+  std::printf("file:          %s (%s)\n", path.c_str(), FormatByteSize(file->size()).c_str());
   std::printf("format:        .pac version %u, header checksum %016llx\n", h.version,
               static_cast<unsigned long long>(h.checksum));
   std::printf("model:         %s (%s%s%s), objective %s\n", src("source_file").c_str(),
@@ -420,7 +409,7 @@ Status InfoForPac(const std::string& path, bool json) {
   PrintBinChoice(source);
   std::printf(
       "blocks:        %llu x %s = %llu metadata + %llu bins + %llu residual + %llu leaf ids\n",
-      static_cast<unsigned long long>(h.block_count), HumanBytes(h.block_size).c_str(),
+      static_cast<unsigned long long>(h.block_count), FormatByteSize(h.block_size).c_str(),
       static_cast<unsigned long long>(h.node_first_block),
       static_cast<unsigned long long>(h.bin_block_count),
       static_cast<unsigned long long>(h.node_block_count - h.bin_block_count),
@@ -429,31 +418,6 @@ Status InfoForPac(const std::string& path, bool json) {
 }
 
 }  // namespace
-
-StatusOr<uint32_t> ParseBlockSize(const std::string& text) {
-  std::string t = text;
-  uint64_t mult = 1;
-  auto strip = [&](const std::string& suffix, uint64_t m) {
-    if (t.size() > suffix.size() &&
-        strcasecmp(t.c_str() + t.size() - suffix.size(), suffix.c_str()) == 0) {
-      t.resize(t.size() - suffix.size());
-      mult = m;
-      return true;
-    }
-    return false;
-  };
-  strip("KiB", 1024) || strip("MiB", 1 << 20) || strip("K", 1024) || strip("M", 1 << 20);
-  char* end = nullptr;
-  const unsigned long long v = std::strtoull(t.c_str(), &end, 10);
-  if (t.empty() || *end != '\0' || v == 0 || v > (1ull << 30))
-    return Status::InvalidArgument("block size '" + text +
-                                   "' is not a size like 4096, 4K or 64KiB");
-  const uint64_t bytes = v * mult;
-  if (!IsValidBlockSize(bytes))
-    return Status::InvalidArgument("block size " + text +
-                                   " must be a power of two from 4KiB to 1MiB");
-  return static_cast<uint32_t>(bytes);
-}
 
 Status RunPredict(const PredictOptions& opts) {
   if (IsPacFile(opts.model)) return PredictWithPac(opts);
@@ -566,7 +530,7 @@ Status RunPack(const PackCommandOptions& opts) {
       "  layout %s, %llu blocks of %s (%s): %llu metadata, %llu bin blocks (%llu bins of up "
       "to %u trees), %llu residual, %llu leaf ids\n",
       LayoutKindName(po.layout), static_cast<unsigned long long>(r.block_count),
-      HumanBytes(po.block_size).c_str(), HumanBytes(r.file_bytes).c_str(),
+      FormatByteSize(po.block_size).c_str(), FormatByteSize(r.file_bytes).c_str(),
       static_cast<unsigned long long>(r.metadata_blocks),
       static_cast<unsigned long long>(r.bin_blocks), static_cast<unsigned long long>(r.num_bins),
       r.trees_per_bin, static_cast<unsigned long long>(r.node_blocks - r.bin_blocks),
@@ -646,8 +610,8 @@ Status RunLayoutReport(const LayoutReportOptions& opts) {
       };
       if (!opts.json)
         std::printf("%-8s %-14s %5u %5u %9.2f %9.2f %7.1f %7.0f %7.0f %12llu %12llu %6llu\n",
-                    HumanBytes(bs).c_str(), LayoutKindName(k), pr.bin_depth, pr.trees_per_bin, mean,
-                    pr.expected_blocks_per_row, median, p95, mx,
+                    FormatByteSize(bs).c_str(), LayoutKindName(k), pr.bin_depth, pr.trees_per_bin,
+                    mean, pr.expected_blocks_per_row, median, p95, mx,
                     static_cast<unsigned long long>(counts.batch_unique),
                     static_cast<unsigned long long>(h.block_count),
                     static_cast<unsigned long long>(h.node_first_block));
@@ -743,8 +707,8 @@ Status RunImport(const ImportOptions& opts) {
   // generation, published by another writer of a shared store).
   std::printf("imported %s as '%s' generation %llu: %llu blocks of %s (%s)\n", opts.input.c_str(),
               opts.name.c_str(), static_cast<unsigned long long>(gen),
-              static_cast<unsigned long long>(size / bs), HumanBytes(bs).c_str(),
-              HumanBytes(size).c_str());
+              static_cast<unsigned long long>(size / bs), FormatByteSize(bs).c_str(),
+              FormatByteSize(size).c_str());
   return Status::Ok();
 }
 
@@ -770,12 +734,12 @@ Status RunList(const StoreCommandOptions& opts) {
   std::printf("%-24s %4s %10s %8s %8s  %-20s  %s\n", "NAME", "GEN", "SIZE", "BLOCK", "BLOCKS",
               "CREATED", "SOURCE");
   for (const auto& f : list)
-    std::printf("%-24s %4llu %10s %8s %8llu  %-20s  %s (%s%s%s)\n", f.name.c_str(),
-                static_cast<unsigned long long>(f.generation), HumanBytes(f.size_bytes).c_str(),
-                HumanBytes(f.block_size).c_str(), static_cast<unsigned long long>(f.block_count),
-                TimeString(f.created_unix_ns).c_str(), f.source_file.c_str(),
-                f.source_format.c_str(), f.source_library.empty() ? "" : ", ",
-                f.source_library.c_str());
+    std::printf(
+        "%-24s %4llu %10s %8s %8llu  %-20s  %s (%s%s%s)\n", f.name.c_str(),
+        static_cast<unsigned long long>(f.generation), FormatByteSize(f.size_bytes).c_str(),
+        FormatByteSize(f.block_size).c_str(), static_cast<unsigned long long>(f.block_count),
+        TimeString(f.created_unix_ns).c_str(), f.source_file.c_str(), f.source_format.c_str(),
+        f.source_library.empty() ? "" : ", ", f.source_library.c_str());
   return Status::Ok();
 }
 
@@ -823,7 +787,7 @@ Status RunExport(const std::string& name, const std::string& output,
   PACSET_RETURN_IF_ERROR(ExportToFile(*store, f, output));
   std::printf("exported '%s' generation %llu to %s (%s)\n", name.c_str(),
               static_cast<unsigned long long>(f.generation), output.c_str(),
-              HumanBytes(f.size_bytes).c_str());
+              FormatByteSize(f.size_bytes).c_str());
   return Status::Ok();
 }
 

@@ -101,7 +101,4 @@ Status RunVerify(const std::string& name, const StoreCommandOptions& opts);
 Status RunExport(const std::string& name, const std::string& output,
                  const StoreCommandOptions& opts);
 
-// "4096", "4K", "4KiB", "64k", "1M", "1MiB" -> bytes.
-StatusOr<uint32_t> ParseBlockSize(const std::string& text);
-
 }  // namespace pacset

@@ -17,28 +17,28 @@
 #include <nlohmann/json.hpp>
 
 #include "fs/control.h"
+#include "layout/block.h"
 #include "layout/block_count.h"
 #include "layout/engine.h"
 #include "layout/pack.h"
 #include "model/import.h"
 #include "model/predict.h"
-#include "trace/request_marks.h"
 #include "trace/analysis/trace_compare.h"
 #include "trace/analysis/trace_html.h"
-#include "trace/trace_reader.h"
 #include "trace/analysis/trace_report.h"
+#include "trace/request_marks.h"
+#include "trace/trace_reader.h"
 #include "util/atomic_file.h"
 #include "util/csv.h"
+#include "util/file_io.h"
+#include "util/subprocess.h"
 
 namespace pacset {
 namespace {
 
 StatusOr<nlohmann::json> ReadStats(const std::string& mount) {
-  std::ifstream in(mount + kStatsFilePath);
-  if (!in) return Status::FromErrno("cannot read " + mount + "/.pacsetfs/stats", errno);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, false);
+  PACSET_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(mount + kStatsFilePath));
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   if (j.is_discarded()) return Status::Corruption(mount + "/.pacsetfs/stats is not JSON");
   return j;
 }
@@ -60,29 +60,6 @@ std::vector<std::string> SplitComma(const std::string& s) {
     pos = c + 1;
   }
   return out;
-}
-
-StatusOr<uint32_t> ParseSize(const std::string& text) {
-  std::string t = text;
-  uint64_t mult = 1;
-  for (const auto& [suffix, m] : {std::pair<const char*, uint64_t>{"KiB", 1024},
-                                  {"MiB", 1 << 20},
-                                  {"K", 1024},
-                                  {"k", 1024},
-                                  {"M", 1 << 20}}) {
-    const size_t n = std::strlen(suffix);
-    if (t.size() > n && t.compare(t.size() - n, n, suffix) == 0) {
-      t.resize(t.size() - n);
-      mult = m;
-      break;
-    }
-  }
-  char* end = nullptr;
-  const unsigned long long v = std::strtoull(t.c_str(), &end, 10);
-  if (t.empty() || *end || !IsValidBlockSize(v * mult))
-    return Status::InvalidArgument("block size '" + text +
-                                   "' must be a power of two from 4KiB to 1MiB");
-  return static_cast<uint32_t>(v * mult);
 }
 
 CountDistribution Analytical(const PacEngine& engine, const RowMatrix& rows, Status* s) {
@@ -152,8 +129,7 @@ Status RunRecord(const RecordOptions& o, int* command_status) {
   if (pid < 0) {
     run = Status::FromErrno("cannot start " + o.command[0], errno);
   } else {
-    while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
-    }
+    if (!WaitForChild(pid, &wstatus)) run = Status::FromErrno("wait for " + o.command[0], errno);
     *command_status = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
   }
   sigaction(SIGINT, &old_int, nullptr);
@@ -235,14 +211,15 @@ Status RunLayouts(const LayoutsCliOptions& o) {
   std::vector<DistributionSeries> series;
   Status s;
   if (!o.model.empty()) {
-    PACSET_ASSIGN_OR_RETURN(Forest forest, ImportModel(o.model, ModelFormat::kAuto));
+    PACSET_ASSIGN_OR_RETURN(Forest forest,
+                            ImportModel(o.model, ModelFormat::kAuto));
     PACSET_ASSIGN_OR_RETURN(RowMatrix rows, ReadCsvRows(o.input, forest.num_features));
     if (rows.num_rows == 0) return Status::InvalidArgument(o.input + ": no rows");
     if (!o.calibrate.empty()) {
       PACSET_ASSIGN_OR_RETURN(RowMatrix cal, ReadCsvRows(o.calibrate, forest.num_features));
       CalibrateCardinality(forest, cal);
     }
-    PACSET_ASSIGN_OR_RETURN(uint32_t bs, ParseSize(o.block_size));
+    PACSET_ASSIGN_OR_RETURN(uint32_t bs, ParseBlockSize(o.block_size));
     std::vector<LayoutKind> kinds;
     if (o.layouts.empty()) {
       kinds = AllLayoutKinds();

@@ -12,6 +12,8 @@
 #include <limits>
 #include <sstream>
 
+#include "util/file_io.h"
+
 namespace pacset {
 namespace {
 
@@ -123,12 +125,7 @@ StatusOr<RowMatrix> ReadCsvRows(const std::string& path, size_t expected_cols) {
   if (path == "-") {
     text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
   } else {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return Status::FromErrno("cannot open " + path, errno);
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    if (in.bad()) return Status::IOError("cannot read " + path);
-    text = std::move(ss).str();
+    PACSET_ASSIGN_OR_RETURN(text, ReadWholeFile(path));
   }
   return ParseCsvRows(text, expected_cols, path == "-" ? "<stdin>" : path);
 }

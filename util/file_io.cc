@@ -1,5 +1,6 @@
 #include "util/file_io.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -33,6 +34,26 @@ Status PwriteFull(int fd, const char* buf, size_t n, uint64_t offset, const std:
     done += static_cast<size_t>(r);
   }
   return Status::Ok();
+}
+
+StatusOr<std::string> ReadWholeFile(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Status::FromErrno("open " + path, errno);
+  std::string out;
+  char buf[65536];
+  for (;;) {
+    ssize_t r = ::read(fd, buf, sizeof buf);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      const int e = errno;
+      ::close(fd);
+      return Status::FromErrno("read " + path, e);
+    }
+    if (r == 0) break;
+    out.append(buf, static_cast<size_t>(r));
+  }
+  ::close(fd);
+  return out;
 }
 
 }  // namespace pacset

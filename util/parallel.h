@@ -1,8 +1,10 @@
-// Splitting work over threads: the one helper for "rows [0, n) in contiguous
-// chunks, one thread per chunk".
+// Splitting work over threads: the one home for "rows [0, n) in contiguous
+// chunks, one thread per chunk" (ParallelFor) and "items of uneven cost, each
+// taken by the next free thread" (ParallelForEach).
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <thread>
 #include <vector>
@@ -36,6 +38,22 @@ Status ParallelFor(size_t n, int threads, size_t min_chunk, Fn fn) {
   for (auto& th : pool) th.join();
   for (auto& s : results) PACSET_RETURN_IF_ERROR(s);
   return Status::Ok();
+}
+
+// Runs fn(i) for every i in [0, n) on up to `threads` threads (the caller's
+// among them), each taking the next index not yet taken: for items of uneven
+// cost. fn must be safe to call concurrently for distinct i; results it
+// stores by index do not depend on the thread count.
+template <typename Fn>
+void ParallelForEach(size_t n, int threads, Fn fn) {
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i; (i = next++) < n;) fn(i);
+  };
+  std::vector<std::thread> pool;
+  for (size_t i = 1; i < std::min<size_t>(std::max(1, threads), n); ++i) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
 }
 
 }  // namespace pacset

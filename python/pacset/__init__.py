@@ -29,17 +29,7 @@ _FRAME_FORMAT = "pacset-pac"
 
 def _pack_options(layout, block_size, bin_depth, trees_per_bin, leaf_ids):
     if isinstance(block_size, str):
-        text = block_size.strip()
-        units = {"KIB": 1024, "K": 1024, "MIB": 1 << 20, "M": 1 << 20}
-        mult = 1
-        for suffix, m in units.items():
-            if text.upper().endswith(suffix):
-                text, mult = text[: -len(suffix)], m
-                break
-        try:
-            block_size = int(text) * mult
-        except ValueError:
-            raise ValueError(f"block_size {block_size!r} is not a size like 4096, '4KiB' or '64KiB'")
+        block_size = _core.parse_byte_size(block_size.strip(), "block_size")
     return {
         "layout": str(layout),
         "block_size": int(block_size),

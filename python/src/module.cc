@@ -24,6 +24,7 @@
 #include "model/array_import.h"
 #include "model/import.h"
 #include "util/atomic_file.h"
+#include "util/size.h"
 
 namespace py = pybind11;
 
@@ -290,6 +291,12 @@ E ParseName(const std::string& what, const std::string& value, const char* (*nam
   throw py::value_error(what + " '" + value + "' is not one of " + known);
 }
 
+uint64_t ParseSize(const std::string& text, const std::string& what) {
+  auto bytes = ParseByteSize(text, what);
+  if (!bytes.ok()) throw py::value_error(bytes.status().message());
+  return *bytes;
+}
+
 const char* PrecisionName(Precision p) { return p == Precision::kFloat32 ? "float32" : "float64"; }
 
 std::shared_ptr<PyForest> FromArrays(const py::dict& spec_d, const py::list& trees,
@@ -440,6 +447,8 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("build_seconds", [](const PyForest& f) { return f.build_seconds; })
       .def_property_readonly("mapped", [](const PyForest& f) { return f.file().mapped(); });
 
+  // Sizes as people write them ("64KiB"), by the grammar of util/size.h.
+  m.def("parse_byte_size", &ParseSize, py::arg("text"), py::arg("what"));
   m.def("open", &Open, py::arg("path"), py::arg("verify_blocks") = false);
   m.def("from_buffer", &FromBuffer, py::arg("buffer"), py::arg("name"));
   m.def("load_file", &LoadFile, py::arg("path"), py::arg("format"), py::arg("pack"));

@@ -48,6 +48,7 @@ class UniqueFd {
 
 using ::pacset::PreadFull;  // util/file_io.h
 using ::pacset::PwriteFull;
+using ::pacset::ReadWholeFile;
 
 Status FsyncFd(int fd, const std::string& what);
 
@@ -59,8 +60,6 @@ bool PathExists(const std::string& path);
 StatusOr<std::vector<std::string>> ListDir(const std::string& dir);
 // rm -r; a missing path is fine.
 void RemoveTree(const std::string& path);
-
-StatusOr<std::string> ReadWholeFile(const std::string& path);
 
 std::string BaseName(const std::string& path);
 

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "trace/trace_reader.h"
+#include "util/size.h"
 
 namespace pacset {
 
@@ -160,19 +161,6 @@ class ReportVisitor : public TraceVisitor {
   uint64_t origin_ = 0;
   std::unordered_map<uint32_t, uint64_t> per_forest_;
 };
-
-std::string Human(uint64_t b) {
-  char buf[64];
-  if (b >= (1ull << 30))
-    std::snprintf(buf, sizeof(buf), "%.2f GiB", b / double(1ull << 30));
-  else if (b >= (1ull << 20))
-    std::snprintf(buf, sizeof(buf), "%.2f MiB", b / double(1ull << 20));
-  else if (b >= 1024)
-    std::snprintf(buf, sizeof(buf), "%.1f KiB", b / 1024.0);
-  else
-    std::snprintf(buf, sizeof(buf), "%llu B", static_cast<unsigned long long>(b));
-  return buf;
-}
 
 std::string Micros(uint64_t ns) {
   char buf[32];
@@ -330,7 +318,7 @@ std::string TraceReport::ToText() const {
         static_cast<unsigned long long>(f.by_source[1]),
         static_cast<unsigned long long>(f.by_source[2]),
         static_cast<unsigned long long>(f.by_source[3]), f.blocks.size(),
-        f.block_size ? Human(f.store_fetches() * f.block_size).c_str() : "?",
+        f.block_size ? FormatByteSize(f.store_fetches() * f.block_size).c_str() : "?",
         Micros(l.Quantile(0.5)).c_str(), Micros(l.Quantile(0.99)).c_str(),
         Micros(l.max_ns()).c_str());
     if (f.errors)
