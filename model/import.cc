@@ -27,42 +27,7 @@ std::string BaseName(const std::string& path) {
   return p == std::string::npos ? path : path.substr(p + 1);
 }
 
-bool IsExecutable(const std::string& p) { return access(p.c_str(), X_OK) == 0; }
 bool IsReadable(const std::string& p) { return access(p.c_str(), R_OK) == 0; }
-
-std::string SelfDir() {
-  char buf[4096];
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n <= 0) return "";
-  buf[n] = 0;
-  std::string s(buf);
-  return s.substr(0, s.rfind('/'));
-}
-
-// Where the exporter script is: $PACSET_SKLEARN_EXPORTER, next to the running
-// binary (installed: /usr/bin; build tree: build/tools), the data dir, or the
-// source tree.
-std::string FindExporter() {
-  if (const char* e = std::getenv("PACSET_SKLEARN_EXPORTER")) return e;
-  const std::string candidates[] = {
-      SelfDir() + "/pacset-sklearn-export",
-      std::string(PACSET_DATADIR) + "/pacset-sklearn-export",
-#ifdef PACSET_SOURCE_DIR
-      std::string(PACSET_SOURCE_DIR) + "/tools/pacset-sklearn-export",
-#endif
-  };
-  for (const auto& c : candidates)
-    if (IsReadable(c)) return c;
-  return "";
-}
-
-// Debian's python3-sklearn lives under /usr/bin/python3; a python3 earlier on
-// PATH (pyenv, venv) usually lacks it, so prefer the system one.
-std::string FindPython() {
-  if (const char* e = std::getenv("PACSET_PYTHON")) return e;
-  if (IsExecutable("/usr/bin/python3")) return "/usr/bin/python3";
-  return "python3";
-}
 
 }  // namespace
 
@@ -127,13 +92,14 @@ StatusOr<ModelFormat> DetectModelFormat(const std::string& path) {
       "which)");
 }
 
-StatusOr<Forest> ImportModel(const std::string& path, ModelFormat format) {
+StatusOr<Forest> ImportModel(const std::string& path, ModelFormat format,
+                             const HelperPrograms& helpers) {
   if (format == ModelFormat::kAuto) {
     PACSET_ASSIGN_OR_RETURN(format, DetectModelFormat(path));
   }
   StatusOr<Forest> result = Status::Internal("unreachable");
   if (format == ModelFormat::kSklearnPickle) {
-    result = ImportSklearnPickle(path);
+    result = ImportSklearnPickle(path, helpers);
   } else if (format == ModelFormat::kPacsetForest) {
     result = LoadForest(path);
   } else {
@@ -159,12 +125,12 @@ StatusOr<Forest> ImportModel(const std::string& path, ModelFormat format) {
   return result;
 }
 
-StatusOr<Forest> ImportSklearnPickle(const std::string& path) {
+StatusOr<Forest> ImportSklearnPickle(const std::string& path, const HelperPrograms& helpers) {
   if (!IsReadable(path)) return Status::FromErrno("cannot open " + path, errno);
-  const std::string exporter = FindExporter();
+  const std::string& exporter = helpers.sklearn_exporter;
   if (exporter.empty())
     return Status::NotFound("cannot find pacset-sklearn-export (set PACSET_SKLEARN_EXPORTER)");
-  const std::string python = FindPython();
+  const std::string& python = helpers.python;
   // The exporter streams the estimator's arrays in binary (no JSON numbers,
   // no temporary file): reading costs about what joblib.load costs.
   std::string stream, err;

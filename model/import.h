@@ -31,8 +31,18 @@ StatusOr<ModelFormat> ParseModelFormat(const std::string& name);
 // Guesses the format from the path's extension and first bytes.
 StatusOr<ModelFormat> DetectModelFormat(const std::string& path);
 
+// The helper programs an import may run. The library looks none up: the
+// tool layer decides (tools/helper_programs.h) and passes them in.
+struct HelperPrograms {
+  // pacset-sklearn-export, for .joblib/.pkl files; empty: pickles are refused.
+  std::string sklearn_exporter;
+  // The python3 that runs it (one with python3-sklearn and python3-joblib).
+  std::string python = "python3";
+};
+
 // Reads and imports a model file.
-StatusOr<Forest> ImportModel(const std::string& path, ModelFormat format = ModelFormat::kAuto);
+StatusOr<Forest> ImportModel(const std::string& path, ModelFormat format = ModelFormat::kAuto,
+                             const HelperPrograms& helpers = {});
 
 // The individual importers; `name` is used in error messages.
 StatusOr<Forest> ImportXgboostJson(std::string_view text, const std::string& name);
@@ -50,6 +60,6 @@ StatusOr<Forest> ImportSklearnStream(std::string_view bytes, const std::string& 
 // Runs the scikit-learn exporter on a pickled estimator and imports its JSON.
 // Needs python3 with scikit-learn; the error says what to install otherwise.
 // Unpickling runs code from the file: only use files you trust.
-StatusOr<Forest> ImportSklearnPickle(const std::string& path);
+StatusOr<Forest> ImportSklearnPickle(const std::string& path, const HelperPrograms& helpers);
 
 }  // namespace pacset

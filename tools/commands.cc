@@ -25,6 +25,7 @@
 #include "model/predict.h"
 #include "store/block_store.h"
 #include "store/publish.h"
+#include "tools/helper_programs.h"
 #include "trace/analysis/trace_weights.h"
 #include "trace/request_marks.h"
 #include "util/atomic_file.h"
@@ -46,7 +47,7 @@ void ParallelRows(size_t n, int threads, Fn fn) {
 
 // ImportModel, with the import's warnings shown on stderr.
 StatusOr<Forest> ImportModelWarning(const std::string& path, ModelFormat format) {
-  auto forest = ImportModel(path, format);
+  auto forest = ImportModel(path, format, FindHelperPrograms());
   if (forest.ok())
     for (const auto& w : forest->source.warnings) std::fprintf(stderr, "%s\n", w.c_str());
   return forest;

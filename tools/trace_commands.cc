@@ -23,6 +23,7 @@
 #include "layout/pack.h"
 #include "model/import.h"
 #include "model/predict.h"
+#include "tools/helper_programs.h"
 #include "trace/analysis/trace_compare.h"
 #include "trace/analysis/trace_html.h"
 #include "trace/analysis/trace_report.h"
@@ -212,7 +213,7 @@ Status RunLayouts(const LayoutsCliOptions& o) {
   Status s;
   if (!o.model.empty()) {
     PACSET_ASSIGN_OR_RETURN(Forest forest,
-                            ImportModel(o.model, ModelFormat::kAuto));
+                            ImportModel(o.model, ModelFormat::kAuto, FindHelperPrograms()));
     PACSET_ASSIGN_OR_RETURN(RowMatrix rows, ReadCsvRows(o.input, forest.num_features));
     if (rows.num_rows == 0) return Status::InvalidArgument(o.input + ": no rows");
     if (!o.calibrate.empty()) {

@@ -23,6 +23,7 @@
 #include "layout/pack.h"
 #include "model/array_import.h"
 #include "model/import.h"
+#include "tools/helper_programs.h"
 #include "util/atomic_file.h"
 #include "util/size.h"
 
@@ -234,7 +235,7 @@ std::shared_ptr<PyForest> FromBuffer(const py::object& obj, const std::string& n
 std::shared_ptr<PyForest> LoadFile(const std::string& path, const std::string& format,
                                    const py::dict& pack) {
   const ModelFormat f = Take(ParseModelFormat(format));
-  return BuildAndPack([&] { return ImportModel(path, f); }, pack, path);
+  return BuildAndPack([&] { return ImportModel(path, f, FindHelperPrograms()); }, pack, path);
 }
 
 std::shared_ptr<PyForest> LoadXgboost(const py::bytes& raw, bool ubjson, const std::string& name,

@@ -1,0 +1,49 @@
+#include "tools/helper_programs.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+
+namespace pacset {
+namespace {
+
+std::string SelfDir() {
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return "";
+  buf[n] = 0;
+  std::string s(buf);
+  return s.substr(0, s.rfind('/'));
+}
+
+std::string FindExporter() {
+  if (const char* e = std::getenv("PACSET_SKLEARN_EXPORTER")) return e;
+  const std::string candidates[] = {
+      SelfDir() + "/pacset-sklearn-export",
+      std::string(PACSET_DATADIR) + "/pacset-sklearn-export",
+#ifdef PACSET_SOURCE_DIR
+      std::string(PACSET_SOURCE_DIR) + "/tools/pacset-sklearn-export",
+#endif
+  };
+  for (const auto& c : candidates)
+    if (access(c.c_str(), R_OK) == 0) return c;
+  return "";
+}
+
+std::string FindPython() {
+  if (const char* e = std::getenv("PACSET_PYTHON")) return e;
+  if (access("/usr/bin/python3", X_OK) == 0) return "/usr/bin/python3";
+  return "python3";
+}
+
+}  // namespace
+
+HelperPrograms FindHelperPrograms() {
+  HelperPrograms o;
+  o.sklearn_exporter = FindExporter();
+  o.python = FindPython();
+  return o;
+}
+
+}  // namespace pacset
