@@ -3,7 +3,7 @@
 
   hosts_bench.py --bin build/tools [--model M] [--rows CSV] [--batch 500] [--rounds 5]
 
-The hosts are network namespaces joined by a veth pair (tests/fs/fslib.py
+The hosts are network namespaces joined by a veth pair (testkit/fslib.py
 TwoHosts); redis runs on host a, each host mounts the store with its own
 pacsetfs (host b reaches redis over the veth). For each of --rounds rounds,
 in an order rotated every round, three configurations: host a alone, host b

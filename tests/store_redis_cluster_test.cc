@@ -15,7 +15,7 @@
 
 #include "store/block_store.h"
 #include "store/internal/redis_router.h"
-#include "tests/store_test_util.h"
+#include "testkit/store_test_util.h"
 
 namespace pacset {
 namespace {

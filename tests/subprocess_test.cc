@@ -22,9 +22,10 @@ TEST(RunCollecting, CollectsStdoutAndStderrApartWithTheExitStatus) {
 TEST(RunCollecting, CollectsMoreThanAPipeHoldsOnBothStreams) {
   std::string out, err;
   int code = -2;
-  ASSERT_EQ(RunCollecting({"/bin/sh", "-c", "head -c 3000000 /dev/zero; head -c 200000 /dev/zero >&2"},
-                          &out, &err, &code),
-            0);
+  ASSERT_EQ(
+      RunCollecting({"/bin/sh", "-c", "head -c 3000000 /dev/zero; head -c 200000 /dev/zero >&2"},
+                    &out, &err, &code),
+      0);
   EXPECT_EQ(code, 0);
   EXPECT_EQ(out, std::string(3000000, '\0'));
   EXPECT_EQ(err.size(), 200000u);

@@ -21,8 +21,7 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "testkit"))
 import fslib  # noqa: E402
 from fslib import MemoryCgroup, Mount, Redis, RedisCluster, RssSampler, TwoHosts, run  # noqa: E402
 
