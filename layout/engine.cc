@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "layout/internal/walk.h"
+#include "layout/internal/warm_forest.h"
 #include "util/parallel.h"
 
 namespace pacset {
@@ -43,6 +44,12 @@ class RecordingSource final : public BlockSource {
 // reads/s: one row 1,035 blocks ~30 ms, ten rows 4,058 blocks ~140 ms, 100
 // rows 12,795 blocks 0.5-1 s. One row always reads only what it needs.
 constexpr uint64_t kSequentialReadWalksFactor = 8;
+
+// The warm forest is built once warm requests have walked (rows x trees)
+// this fraction of the file's nodes: building costs a few passes over every
+// node, a walk touches depth-many nodes, so by then the copy has been paid
+// about once over, and a few rows never wait for it.
+constexpr uint64_t kWarmForestNodesPerWalk = 4;
 
 }  // namespace
 
@@ -129,7 +136,10 @@ Status PacEngine::Run(const RowMatrix& rows, size_t begin, size_t end, bool marg
       options_.sequential_reads && end - begin > 1 && walks * kSequentialReadWalksFactor >= count;
   if (const char* image = source_->WarmImage(first, count, walks, read_missing)) {
     counters_.warm.fetch_add(1, std::memory_order_relaxed);
-    return internal::WarmWalk(*file_, rule_, image, job);
+    Status s;
+    const internal::WarmForest* warm = leaves ? nullptr : WarmForestFor(image, walks, &s);
+    PACSET_RETURN_IF_ERROR(s);
+    return internal::WarmWalk(*file_, rule_, image, warm, job);
   }
   counters_.inflight.fetch_add(1, std::memory_order_relaxed);
   internal::InFlightStats stats;
@@ -137,6 +147,28 @@ Status PacEngine::Run(const RowMatrix& rows, size_t begin, size_t end, bool marg
   counters_.fetched.fetch_add(stats.blocks_fetched, std::memory_order_relaxed);
   counters_.waits.fetch_add(stats.waits, std::memory_order_relaxed);
   return s;
+}
+
+PacEngine::~PacEngine() = default;
+
+const internal::WarmForest* PacEngine::WarmForestFor(const char* image, uint64_t walks,
+                                                     Status* status) const {
+  if (const internal::WarmForest* w = warm_forest_.load(std::memory_order_acquire)) return w;
+  if (warm_forest_tried_.load(std::memory_order_relaxed)) return nullptr;
+  const uint64_t done = warm_walks_.fetch_add(walks, std::memory_order_relaxed) + walks;
+  if (done * kWarmForestNodesPerWalk < file_->header().num_nodes) return nullptr;
+  // One thread builds; the others walk the mapping meanwhile.
+  std::unique_lock<std::mutex> lock(warm_forest_mu_, std::try_to_lock);
+  if (!lock.owns_lock() || warm_forest_tried_.load(std::memory_order_relaxed)) return nullptr;
+  auto built = internal::BuildWarmForest(*file_, image);
+  if (!built.ok()) {
+    *status = built.status();  // a block unreadable now; try again next time
+    return nullptr;
+  }
+  warm_forest_owned_ = std::move(*built);
+  warm_forest_tried_.store(true, std::memory_order_relaxed);
+  warm_forest_.store(warm_forest_owned_.get(), std::memory_order_release);
+  return warm_forest_owned_.get();
 }
 
 Status PacEngine::Predict(const RowMatrix& rows, size_t begin, size_t end, bool margin,
@@ -190,6 +222,10 @@ EngineStats PacEngine::stats() const {
   s.inflight_requests = counters_.inflight.load(std::memory_order_relaxed);
   s.blocks_fetched = counters_.fetched.load(std::memory_order_relaxed);
   s.fetch_waits = counters_.waits.load(std::memory_order_relaxed);
+  if (const internal::WarmForest* w = warm_forest_.load(std::memory_order_acquire)) {
+    s.warm_forest_bytes = w->bytes();
+    s.warm_forest_build_seconds = w->build_seconds;
+  }
   return s;
 }
 

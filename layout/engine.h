@@ -13,7 +13,12 @@
 //    block arrives. A cold row thus costs a few rounds of parallel reads, not
 //    one read per block (layout/block_source.h, layout/inflight_walk.cc).
 //  - warm: once every block is in memory and verified, rows walk the mapping
-//    four at a time with no per-node residency checks (layout/warm_walk.cc).
+//    several at a time with no per-node residency checks (layout/warm_walk.cc);
+//    once warm requests have walked about as many nodes as the file has, the
+//    request that crosses that line copies the nodes, checked once, into a
+//    compact private array (layout/internal/warm_forest.h) that later warm
+//    requests walk with no per-node checks at all. A cold or small first
+//    request never waits for that copy.
 //
 // Safety: every block is verified (checksum and index in its trailer) the
 // first time it is used, unless EngineOptions::verify_blocks is off; every
@@ -32,6 +37,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -42,6 +48,9 @@
 #include "util/status.h"
 
 namespace pacset {
+namespace internal {
+struct WarmForest;
+}
 
 struct EngineOptions {
   // Verify each block (checksum and index) the first time it is used, once
@@ -65,10 +74,16 @@ struct EngineStats {
   uint64_t inflight_requests = 0;  // walked in flight
   uint64_t blocks_fetched = 0;     // blocks read because no walk found them in memory
   uint64_t fetch_waits = 0;        // rounds of arrivals waited for
+  // The warm forest (a validated copy of the nodes the warm loop walks,
+  // built once when warm requests have done enough work): its size and the
+  // time it took; 0 until built.
+  uint64_t warm_forest_bytes = 0;
+  double warm_forest_build_seconds = 0;
 };
 
 class PacEngine {
  public:
+  ~PacEngine();
   // Makes the source of a file's blocks (default: NewPacFileSource). Tests
   // wrap the default one to delay, reorder, fail or count reads.
   using SourceFactory =
@@ -111,6 +126,10 @@ class PacEngine {
     std::atomic<uint64_t> warm{0}, inflight{0}, fetched{0}, waits{0};
   };
   PacEngine() = default;
+  // The warm forest once built (nullptr before, and for files that do not
+  // qualify); `walks` is the request's size, counted towards building it.
+  const internal::WarmForest* WarmForestFor(const char* image, uint64_t walks,
+                                            Status* status) const;
   Status Run(const RowMatrix& rows, size_t begin, size_t end, bool margin, double* out,
              int32_t* leaves) const;
 
@@ -119,6 +138,11 @@ class PacEngine {
   OutputRule rule_;
   EngineOptions options_;
   mutable Counters counters_;
+  mutable std::atomic<uint64_t> warm_walks_{0};
+  mutable std::atomic<const internal::WarmForest*> warm_forest_{nullptr};
+  mutable std::atomic<bool> warm_forest_tried_{false};
+  mutable std::mutex warm_forest_mu_;  // held while building
+  mutable std::unique_ptr<internal::WarmForest> warm_forest_owned_;
 };
 
 }  // namespace pacset

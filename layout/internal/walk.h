@@ -158,7 +158,11 @@ Status DispatchByFormat(const PacHeader& h, const Fn& fn) {
 // job can touch is in memory and verified, with no per-node checks beyond
 // the format's safety checks. A SIGBUS (a page evicted and now unreadable)
 // gives kIOError naming the block.
-Status WarmWalk(const PacFile& file, const OutputRule& rule, const char* image, const WalkJob& job);
+// `warm` (may be null) is the file's warm forest (layout/internal/warm_forest.h):
+// walked instead of the mapping's nodes, same results bit for bit.
+struct WarmForest;
+Status WarmWalk(const PacFile& file, const OutputRule& rule, const char* image,
+                const WarmForest* warm, const WalkJob& job);
 
 // The in-flight scheduler (layout/inflight_walk.cc): walks every (row, tree)
 // of the job until its next block is not Ready, fetches those blocks (at

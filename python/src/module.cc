@@ -416,6 +416,9 @@ py::dict Info(const PyForest& f) {
   d["layout"] = LayoutKindName(static_cast<LayoutKind>(h.layout));
   d["float32_outputs"] = f.engine->float32_outputs();
   d["has_leaf_ids"] = f.file().has_leaf_ids();
+  const EngineStats st = f.engine->stats();
+  d["warm_path_bytes"] = st.warm_forest_bytes;
+  d["warm_path_build_seconds"] = st.warm_forest_build_seconds;
   d["source_json"] = f.file().SourceInfoJson();
   return d;
 }

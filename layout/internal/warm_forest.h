@@ -1,0 +1,69 @@
+// The warm-path representation of a .pac node region: every tree's internal
+// nodes copied once, validated, into private memory as compact arrays the
+// warm loop walks with no per-node checks (layout/warm_walk.cc).
+//
+// Why a copy: the .pac layout serves cold I/O (few blocks per row); once
+// everything is in memory the walk is bound by instructions per node, and a
+// node that was checked when copied needs no check again. Walking the
+// mapping itself would have to keep the per-node range and feature checks,
+// since a shared mapping can change under us.
+//
+// What it holds, in the file's node order (so the layout's locality stays):
+//   nodes: threshold (the file's type), feature, children; a child >= 0 is
+//          a node index, < 0 is ~(index into `leaves`);
+//   flags: the node's routing flags (model/forest.h), for rows with NaN and
+//          for LightGBM's zero/NaN rules;
+//   leaves: a leaf reference and its RefKind as ref | kind << 62 (the same
+//          (ref, kind) the walk of the file ends on, so sums stay bit-exact);
+//   roots: per tree, its node index or ~leaf.
+// Built only when the file is a forest of trees: every reference inside the
+// node region, every feature and class in range, no node reached twice (no
+// cycle, no sharing), no path longer than the header's max_depth, every leaf
+// record inside the region. Otherwise it is not built and the warm loop walks
+// the mapping with its checks (which then report the fault).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "layout/pac_file.h"
+#include "util/status.h"
+
+namespace pacset::internal {
+
+template <typename Threshold>
+struct WarmNode {
+  Threshold threshold;
+  uint32_t feature;
+  int32_t child[2];  // left, right
+};
+static_assert(sizeof(WarmNode<float>) == 16);
+static_assert(sizeof(WarmNode<double>) == 24);
+
+inline constexpr int kWarmLeafKindShift = 62;
+
+struct WarmForest {
+  std::vector<WarmNode<float>> nodes32;   // compact files
+  std::vector<WarmNode<double>> nodes64;  // wide files
+  std::vector<uint8_t> flags;
+  std::vector<uint64_t> leaves;
+  std::vector<int32_t> roots;
+  // True when no node uses LightGBM's NaN-as-zero or zero-as-missing rules:
+  // for rows without NaN a node then routes by `x <= threshold` alone.
+  bool plain_routing = true;
+  double build_seconds = 0;
+
+  uint64_t bytes() const {
+    return nodes32.size() * sizeof(nodes32[0]) + nodes64.size() * sizeof(nodes64[0]) +
+           flags.size() + leaves.size() * 8 + roots.size() * 4;
+  }
+};
+
+// Builds the warm forest from `image` (the whole file, blocks of the node
+// region in memory and verified). nullptr when the file is not a plain forest
+// of trees (see above) — not an error: the checked walk then reports it. A
+// SIGBUS while reading gives kIOError naming the block.
+StatusOr<std::unique_ptr<WarmForest>> BuildWarmForest(const PacFile& file, const char* image);
+
+}  // namespace pacset::internal

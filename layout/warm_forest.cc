@@ -1,0 +1,176 @@
+#include "layout/internal/warm_forest.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "layout/internal/sigbus.h"
+#include "layout/internal/walk.h"
+
+namespace pacset::internal {
+namespace {
+
+// Buffers of the build, all allocated before the passes that read the
+// mapping: those run where a SIGBUS may jump out, so they allocate nothing.
+struct Scratch {
+  std::vector<uint32_t> index;  // per node-region unit: 0 unseen, then node index + 1
+  std::vector<uint64_t> refs;   // reachable node references
+  std::vector<uint64_t> stack;  // DFS: ref << 8 | depth
+  size_t num_refs = 0;
+};
+
+template <typename NodeT>
+struct Builder {
+  const PacFile& file;
+  const char* image;
+  uint64_t lo;  // first unit of the node region
+  uint32_t leaf_bytes;
+
+  NodeT Node(uint64_t ref) const {
+    NodeT n;
+    std::memcpy(&n, image + ref * kUnit, sizeof(NodeT));
+    return n;
+  }
+
+  bool LeafOk(uint64_t ref, uint32_t kind) const {
+    switch (static_cast<RefKind>(kind)) {
+      case RefKind::kInlineValue:
+        return true;
+      case RefKind::kInlineClass:
+        return ref < file.header().num_outputs;
+      case RefKind::kLeafRecord:
+        return file.RefInNodeRegion(ref, leaf_bytes);
+      case RefKind::kNode:
+        break;
+    }
+    return false;
+  }
+
+  // Pass 1: every tree's nodes, checked; false when the file is not a plain
+  // forest of trees.
+  bool Collect(Scratch& s) const {
+    using V = NodeView<NodeT>;
+    const PacHeader& h = file.header();
+    const size_t stack_cap = s.stack.size();
+    for (const TreeRecord& t : file.trees()) {
+      if (t.root_kind != kNodeKind) {
+        if (!LeafOk(t.root, t.root_kind)) return false;
+        continue;
+      }
+      size_t top = 0;
+      s.stack[top++] = t.root << 8;
+      while (top) {
+        const uint64_t e = s.stack[--top];
+        const uint64_t ref = e >> 8;
+        const uint32_t depth = e & 0xFF;
+        if (depth > h.max_depth || !file.RefInNodeRegion(ref, sizeof(NodeT))) return false;
+        uint32_t& seen = s.index[ref - lo];
+        if (seen || s.num_refs == s.refs.size()) return false;  // shared, a cycle, or too many
+        seen = 1;
+        s.refs[s.num_refs++] = ref;
+        const NodeT n = Node(ref);
+        if (V::Feature(n) >= h.num_features) return false;
+        const uint32_t flags = V::Flags(n);
+        const uint64_t child[2] = {n.left, n.right};
+        for (int c = 0; c < 2; ++c) {
+          const uint32_t kind = (flags >> (kLeftKindShift + 2 * c)) & 3u;
+          if (kind != kNodeKind) {
+            if (!LeafOk(child[c], kind)) return false;
+          } else {
+            if (top == stack_cap || child[c] >= (uint64_t{1} << 56)) return false;
+            s.stack[top++] = child[c] << 8 | (depth + 1);
+          }
+        }
+      }
+    }
+    return true;
+  }
+
+  // Pass 2: the nodes in file order, children renumbered.
+  template <typename Out>
+  void Fill(const Scratch& s, WarmForest* w, Out* out) const {
+    using V = NodeView<NodeT>;
+    uint64_t num_leaves = 0;
+    auto child_of = [&](uint64_t ref, uint32_t kind) -> int32_t {
+      if (kind == kNodeKind) return static_cast<int32_t>(s.index[ref - lo] - 1);
+      w->leaves[num_leaves] = ref | uint64_t{kind} << kWarmLeafKindShift;
+      return ~static_cast<int32_t>(num_leaves++);
+    };
+    for (size_t i = 0; i < s.num_refs; ++i) {
+      const NodeT n = Node(s.refs[i]);
+      const uint32_t flags = V::Flags(n);
+      out[i].threshold = n.threshold;
+      out[i].feature = V::Feature(n);
+      out[i].child[0] = child_of(n.left, (flags >> kLeftKindShift) & 3u);
+      out[i].child[1] = child_of(n.right, (flags >> kRightKindShift) & 3u);
+      w->flags[i] = static_cast<uint8_t>(flags & kRoutingFlagMask);
+      if (flags & (kNanIsZero | kZeroIsMissing)) w->plain_routing = false;
+    }
+    const std::vector<TreeRecord>& trees = file.trees();
+    for (size_t t = 0; t < trees.size(); ++t)
+      w->roots[t] = child_of(trees[t].root, trees[t].root_kind);
+    w->leaves.resize(num_leaves);  // shrinks: no allocation
+  }
+};
+
+template <typename NodeT>
+StatusOr<std::unique_ptr<WarmForest>> Build(const PacFile& file, const char* image) {
+  const auto start = std::chrono::steady_clock::now();
+  const PacHeader& h = file.header();
+  const uint64_t block_units = h.block_size / kUnit;
+  const uint64_t units = h.node_block_count * block_units;
+  // Indices are int32; the depth fits the stack entry's low byte.
+  if (h.num_nodes >= (uint64_t{1} << 30) || h.max_depth >= 255)
+    return std::unique_ptr<WarmForest>();
+  Builder<NodeT> b{file, image, h.node_first_block * block_units, LeafRecordBytes(h.leaf_width)};
+  Scratch s;
+  s.index.assign(units, 0);
+  s.refs.resize(h.num_nodes);
+  s.stack.resize(h.max_depth + 2);
+  bool ok;
+  {
+    SigbusScope scope(image, file.size(), h.block_size);
+    if (sigsetjmp(*scope.env(), 0) != 0) return scope.Error(file.name());
+    scope.Arm();
+    ok = b.Collect(s);
+    scope.Disarm();
+  }
+  if (!ok) return std::unique_ptr<WarmForest>();
+  std::sort(s.refs.begin(), s.refs.begin() + s.num_refs);
+  for (size_t i = 0; i < s.num_refs; ++i) s.index[s.refs[i] - b.lo] = static_cast<uint32_t>(i + 1);
+
+  auto w = std::make_unique<WarmForest>();
+  if constexpr (std::is_same_v<NodeT, CompactNode>) {
+    w->nodes32.resize(s.num_refs);
+  } else {
+    w->nodes64.resize(s.num_refs);
+  }
+  w->flags.resize(s.num_refs);
+  w->leaves.resize(2 * s.num_refs + h.num_trees);
+  w->roots.resize(h.num_trees);
+  {
+    SigbusScope scope(image, file.size(), h.block_size);
+    if (sigsetjmp(*scope.env(), 0) != 0) return scope.Error(file.name());
+    scope.Arm();
+    if constexpr (std::is_same_v<NodeT, CompactNode>) {
+      b.Fill(s, w.get(), w->nodes32.data());
+    } else {
+      b.Fill(s, w.get(), w->nodes64.data());
+    }
+    scope.Disarm();
+  }
+  w->leaves.shrink_to_fit();
+  w->build_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return w;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<WarmForest>> BuildWarmForest(const PacFile& file, const char* image) {
+  if (file.header().node_format == static_cast<uint8_t>(NodeFormat::kCompact16))
+    return Build<CompactNode>(file, image);
+  return Build<WideNode>(file, image);
+}
+
+}  // namespace pacset::internal
