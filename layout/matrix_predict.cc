@@ -11,9 +11,17 @@
 namespace pacset {
 namespace {
 
-// Rows per conversion: the converted rows stay in cache while the engine
-// walks them, and the buffer stays small for any width.
-constexpr size_t kChunkRows = 256;
+// Rows per conversion, at most: enough for the warm loop's largest block
+// (layout/warm_walk.cc BlockRows), while the buffer stays within
+// kChunkBytes for any width.
+constexpr size_t kChunkRows = 1024;
+constexpr size_t kChunkBytes = 8 << 20;
+// Fewest rows worth a thread of their own.
+constexpr size_t kMinThreadRows = 256;
+
+size_t ChunkRows(size_t cols) {
+  return std::max<size_t>(1, std::min(kChunkRows, kChunkBytes / (8 * std::max<size_t>(1, cols))));
+}
 
 template <typename In>
 void ConvertRows(const MatrixView& x, size_t r0, size_t n, double* dst) {
@@ -52,12 +60,13 @@ Status CheckWidth(const PacEngine& engine, const MatrixView& x) {
 // fn(chunk, r0, n) for consecutive chunks of rows, over `threads` threads.
 template <typename Fn>
 Status ForEachChunk(const MatrixView& x, int threads, Fn fn) {
-  return ParallelFor(x.rows, ResolveThreads(threads), kChunkRows, [&](size_t b, size_t e) {
+  const size_t chunk_rows = ChunkRows(x.cols);
+  return ParallelFor(x.rows, ResolveThreads(threads), kMinThreadRows, [&](size_t b, size_t e) {
     RowMatrix chunk;
     chunk.num_cols = x.cols;
-    chunk.values.resize(std::min(kChunkRows, e - b) * x.cols);
-    for (size_t r0 = b; r0 < e; r0 += kChunkRows) {
-      const size_t n = std::min(kChunkRows, e - r0);
+    chunk.values.resize(std::min(chunk_rows, e - b) * x.cols);
+    for (size_t r0 = b; r0 < e; r0 += chunk_rows) {
+      const size_t n = std::min(chunk_rows, e - r0);
       chunk.num_rows = n;
       if (x.float32) {
         ConvertRows<float>(x, r0, n, chunk.values.data());

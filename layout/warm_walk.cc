@@ -2,7 +2,11 @@
 // verified (BlockSource::WarmImage), so walks follow references with no
 // residency or verification checks — only the format's safety checks.
 #include <algorithm>
+#include <cstdlib>
+#include <memory>
 #include <vector>
+
+#include <unistd.h>
 
 #include "layout/internal/sigbus.h"
 #include "layout/internal/walk.h"
@@ -11,38 +15,39 @@
 namespace pacset::internal {
 namespace {
 
-// One tree of the warm forest for rows [0, nrows) of `x` (row i at
-// x + i * nf), kLanes walks at once: lane j takes rows j, j + kLanes, ...
-// Their walks are independent dependency chains (node load -> feature load
-// -> compare -> next node), so the CPU overlaps them, and a lane whose walk
-// ends starts its next row at once. Every node was checked when the warm
-// forest was built, so a step is a load, a compare and a select. kPlain:
-// no row has NaN and no node uses LightGBM's zero/NaN rules, so `x <=
-// threshold` alone routes (what GoesLeft gives then). add_leaf(row, ref,
-// kind) adds the leaf; false stops the walk (a corrupt leaf).
+// Rows [0, nrows) of `x` (row i at x + i * nf) through every tree of the
+// warm forest, kLanes walks at once. Lane j takes rows j, j + kLanes, ...
+// and goes through the trees in order, each of its rows per tree, so every
+// row still adds its trees in order while the lanes never wait for each
+// other: their walks are independent dependency chains (node load ->
+// feature load -> compare -> next node) the CPU overlaps, and a lane whose
+// walk ends starts its next one at once. Every node was checked when the
+// warm forest was built, so a step is a load, a compare and a select.
+// kPlain: no row has NaN and no node uses LightGBM's zero/NaN rules, so `x
+// <= threshold` alone routes (what GoesLeft gives then).
+// add_leaf(row, tree, ref, kind) adds a leaf; false (a corrupt leaf) stops
+// the walk and sets *bad_tree.
 template <typename Cmp, bool kPlain, uint32_t kLanes, typename Thr, typename In, typename AddLeafFn>
-inline bool WalkWarmTree(const WarmNode<Thr>* nodes, const uint8_t* flags, const uint64_t* leaves,
-                         int32_t root, const In* x, size_t nf, size_t nrows,
-                         const AddLeafFn& add_leaf) {
+inline bool WalkWarmBlock(const WarmForest& warm, const WarmNode<Thr>* nodes, const In* x,
+                          size_t nf, size_t nrows, const AddLeafFn& add_leaf, uint64_t* bad_tree) {
   constexpr uint64_t kRefMask = (uint64_t{1} << kWarmLeafKindShift) - 1;
-  auto leaf = [&](size_t row, int32_t at) {
-    const uint64_t l = leaves[~at];
-    return add_leaf(row, l & kRefMask, static_cast<uint32_t>(l >> kWarmLeafKindShift));
-  };
-  if (root < 0) {
-    for (size_t i = 0; i < nrows; ++i)
-      if (!leaf(i, root)) return false;
-    return true;
-  }
+  const uint8_t* const flags = warm.flags.data();
+  const uint64_t* const leaves = warm.leaves.data();
+  const int32_t* const roots = warm.roots.data();
+  const uint32_t T = static_cast<uint32_t>(warm.roots.size());
   int32_t at[kLanes];
+  uint32_t tree[kLanes];
   size_t row[kLanes];
   const In* xr[kLanes];
   uint32_t live = 0;
   for (uint32_t j = 0; j < kLanes; ++j) {
+    const bool used = j < nrows && T > 0;
     row[j] = j;
+    tree[j] = 0;
     xr[j] = x + j * nf;
-    at[j] = j < nrows ? root : -1;
-    live += j < nrows;
+    at[j] = used ? roots[0] : 0;
+    tree[j] = used ? 0 : T;
+    live += used;
   }
   while (live) {
     for (uint32_t j = 0; j < kLanes; ++j) {
@@ -57,15 +62,26 @@ inline bool WalkWarmTree(const WarmNode<Thr>* nodes, const uint8_t* flags, const
         }
         // An indexed load, not a branch: the direction is data, unpredictable.
         at[j] = n.child[!left];
-      } else if (row[j] < nrows) {
-        if (__builtin_expect(!leaf(row[j], at[j]), 0)) return false;
+      } else if (tree[j] < T) {
+        const uint64_t l = leaves[~at[j]];
+        if (__builtin_expect(!add_leaf(row[j], tree[j], l & kRefMask,
+                                       static_cast<uint32_t>(l >> kWarmLeafKindShift)),
+                             0)) {
+          *bad_tree = tree[j];
+          return false;
+        }
         row[j] += kLanes;
         xr[j] += kLanes * nf;
-        if (row[j] < nrows) {
-          at[j] = root;
-        } else {
-          --live;
+        if (row[j] >= nrows) {  // this lane's rows are done with the tree
+          row[j] = j;
+          xr[j] = x + j * nf;
+          if (++tree[j] == T) {
+            --live;
+            at[j] = 0;
+            continue;
+          }
         }
+        at[j] = roots[tree[j]];
       }
     }
   }
@@ -82,15 +98,16 @@ bool AnyNan(const T* v, size_t n) {
 template <typename NodeT, bool kF32Input, typename Acc, bool kLeaves>
 class WarmLoop {
  public:
-  WarmLoop(const PacFile& file, const OutputRule& rule, const char* image, const WarmForest* warm)
-      : file_(file), rule_(rule), base_(image), warm_(warm) {}
+  WarmLoop(const PacFile& file, const OutputRule& rule, const char* image, const WarmForest* warm,
+           size_t block_rows)
+      : file_(file), rule_(rule), base_(image), warm_(warm), block_rows_(block_rows) {}
 
-  // Rows are taken kBlockRows at a time (measured: 8..32 within 5%; 16 rows
-  // of features stay in L1/L2). The buffers are the caller's: this runs
-  // where a SIGBUS may jump out, so it creates nothing with a destructor.
-  static constexpr size_t kBlockRows = 64;
+  // Rows are taken block_rows at a time (BlockRows), tree by tree: every
+  // row of a block walks a tree before the next, so the tree's nodes are
+  // fetched once per block. The buffers are the caller's: this runs where a
+  // SIGBUS may jump out, so it creates nothing with a destructor.
   // Walks interleaved per tree (see Run).
-  static constexpr uint32_t kLanes = 8;
+  static constexpr uint32_t kLanes = 16;
   static constexpr uint32_t kLaneDone = 4;  // not a RefKind: the lane has no rows left
 
   __attribute__((noinline)) WalkFault Run(const WalkJob& job, Acc* acc, float* x32,
@@ -101,6 +118,7 @@ class WarmLoop {
   const OutputRule& rule_;
   const char* const base_;
   const WarmForest* const warm_;  // may be null: walk the mapping with checks
+  const size_t block_rows_;
 };
 
 // Per node: one range check (a reference outside the node region, or a path
@@ -128,8 +146,9 @@ WalkFault WarmLoop<NodeT, kF32Input, Acc, kLeaves>::Run(const WalkJob& job, Acc*
     return Step<NodeT, kF32Input>(base + ref * kUnit, nf, xf, xd, ref, kind, went_left);
   };
 
-  for (size_t r0 = job.begin; r0 < job.end; r0 += kBlockRows) {
-    const size_t nrows = std::min(kBlockRows, job.end - r0);
+  const size_t block_rows = block_rows_;
+  for (size_t r0 = job.begin; r0 < job.end; r0 += block_rows) {
+    const size_t nrows = std::min(block_rows, job.end - r0);
     if constexpr (kF32Input) {
       for (size_t i = 0; i < nrows; ++i) {
         const double* row = rows.row(r0 + i);
@@ -147,7 +166,44 @@ WalkFault WarmLoop<NodeT, kF32Input, Acc, kLeaves>::Run(const WalkJob& job, Acc*
         plain = !AnyNan(rows.row(r0), nrows * nf);
       }
     }
-    for (uint64_t t = 0; t < T; ++t) {
+    if constexpr (!kLeaves) {
+      if (warm_) {
+        using Cmp =
+            std::conditional_t<kF32Input && std::is_same_v<NodeT, CompactNode>, float, double>;
+        // Adds the leaf a walk ended on to the row's sums; false for a corrupt leaf.
+        auto add_leaf = [&](size_t row, uint32_t t, uint64_t ref, uint32_t kind) {
+          const char* record = nullptr;
+          if (kind == static_cast<uint32_t>(RefKind::kLeafRecord)) {
+            if (!file_.RefInNodeRegion(ref, record_bytes)) return false;
+            record = base + ref * kUnit;
+          }
+          return AddLeaf<Acc>(&acc[row * K], trees[t].group, K, w, ref, kind, record);
+        };
+        auto walk = [&](const auto* nodes, const auto* x) {
+          uint64_t bad = 0;
+          const bool ok =
+              plain
+                  ? WalkWarmBlock<Cmp, true, kLanes>(*warm_, nodes, x, nf, nrows, add_leaf, &bad)
+                  : WalkWarmBlock<Cmp, false, kLanes>(*warm_, nodes, x, nf, nrows, add_leaf, &bad);
+          return ok ? WalkFault{} : WalkFault{WalkFault::kBadLeaf, bad};
+        };
+        const auto* x = [&] {
+          if constexpr (kF32Input) {
+            return static_cast<const float*>(x32);
+          } else {
+            return rows.row(r0);
+          }
+        }();
+        WalkFault fault;
+        if constexpr (std::is_same_v<NodeT, CompactNode>) {
+          fault = walk(warm_->nodes32.data(), x);
+        } else {
+          fault = walk(warm_->nodes64.data(), x);
+        }
+        if (__builtin_expect(fault.code != WalkFault::kNone, 0)) return fault;
+      }
+    }
+    for (uint64_t t = 0; t < T && !(warm_ && !kLeaves); ++t) {
       const TreeRecord& tr = trees[t];
       // Adds the leaf a walk ended on to the row's sums; false for a corrupt leaf.
       auto add_leaf = [&](size_t row, uint64_t ref, uint32_t kind) {
@@ -160,34 +216,6 @@ WalkFault WarmLoop<NodeT, kF32Input, Acc, kLeaves>::Run(const WalkJob& job, Acc*
       };
       size_t i = 0;
       if constexpr (!kLeaves) {
-        if (warm_) {
-          using Cmp =
-              std::conditional_t<kF32Input && std::is_same_v<NodeT, CompactNode>, float, double>;
-          const uint8_t* flags = warm_->flags.data();
-          const uint64_t* leaves = warm_->leaves.data();
-          const int32_t root = warm_->roots[t];
-          bool ok;
-          auto walk = [&](const auto* nodes, const auto* x) {
-            return plain ? WalkWarmTree<Cmp, true, kLanes>(nodes, flags, leaves, root, x, nf, nrows,
-                                                           add_leaf)
-                         : WalkWarmTree<Cmp, false, kLanes>(nodes, flags, leaves, root, x, nf,
-                                                            nrows, add_leaf);
-          };
-          const auto* x = [&] {
-            if constexpr (kF32Input) {
-              return static_cast<const float*>(x32);
-            } else {
-              return rows.row(r0);
-            }
-          }();
-          if constexpr (std::is_same_v<NodeT, CompactNode>) {
-            ok = walk(warm_->nodes32.data(), x);
-          } else {
-            ok = walk(warm_->nodes64.data(), x);
-          }
-          if (__builtin_expect(!ok, 0)) return {WalkFault::kBadLeaf, t};
-          continue;
-        }
         // kLanes walks at once, each over its own rows (lane j: rows j,
         // j + kLanes, ...): their walks are independent dependency chains
         // (node load -> feature load -> compare -> next node), so the CPU
@@ -271,20 +299,43 @@ WalkFault WarmLoop<NodeT, kF32Input, Acc, kLeaves>::Run(const WalkJob& job, Acc*
   return {};
 }
 
+// Rows per block of the warm loop. A forest larger than the L2 cache comes
+// from farther away once per block, so many rows should share each fetch;
+// a forest that fits stays there anyway, and fewer rows keep the block's
+// features in L1/L2 instead. Measured (bench/warm_bench.py, 1 thread, L2 1
+// MiB): the 682-tree forest (54 MB of nodes) 1,024 rows ~2x faster than 64;
+// the 1,030-tree XGBoost model (1.6 MB) 1,024 rows ~15% faster; the 256-tree
+// one (0.8 MB) 64 rows ~25% faster than 1,024. A block's features stay
+// within kBlockBytes.
+size_t BlockRows(const PacHeader& h, size_t node_bytes, size_t rows) {
+  constexpr size_t kLargeForestRows = 1024, kSmallForestRows = 64;
+  constexpr size_t kBlockBytes = 4 << 20;
+  static const uint64_t l2 = [] {
+    const long v = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    return v > 0 ? static_cast<uint64_t>(v) : uint64_t{1} << 20;
+  }();
+  size_t n = h.num_nodes * node_bytes >= l2 ? kLargeForestRows : kSmallForestRows;
+  if (const char* e = getenv("PACSET_BLOCK_ROWS")) n = atoi(e);
+  n = std::min(n, kBlockBytes / (4 * std::max<size_t>(1, h.num_features)));
+  return std::max<size_t>(1, std::min(n, rows));
+}
+
 template <typename NodeT, bool kF32Input, typename Acc, bool kLeaves>
 Status RunWarm(const PacFile& file, const OutputRule& rule, const char* image,
                const WarmForest* warm, const WalkJob& job) {
   using Loop = WarmLoop<NodeT, kF32Input, Acc, kLeaves>;
   const PacHeader& h = file.header();
   // Buffers live in this frame, outside the region a SIGBUS can jump out of.
-  std::vector<Acc> acc(Loop::kBlockRows * h.num_outputs);
-  std::vector<float> x32(kF32Input ? Loop::kBlockRows * h.num_features : 0);
+  const size_t block_rows = BlockRows(h, sizeof(NodeT), job.end - job.begin);
+  // Not value-initialised: a one-row request does not clear a large block.
+  std::unique_ptr<Acc[]> acc(new Acc[block_rows * h.num_outputs]);
+  std::unique_ptr<float[]> x32(new float[kF32Input ? block_rows * h.num_features : 1]);
   std::vector<double> margins(h.num_outputs);
-  const Loop loop(file, rule, image, warm);
+  const Loop loop(file, rule, image, warm, block_rows);
   SigbusScope scope(image, file.size(), h.block_size);
   if (sigsetjmp(*scope.env(), 0) != 0) return scope.Error(file.name());
   scope.Arm();
-  const WalkFault fault = loop.Run(job, acc.data(), x32.data(), margins.data());
+  const WalkFault fault = loop.Run(job, acc.get(), x32.get(), margins.data());
   scope.Disarm();
   return FaultStatus(file, fault);
 }
