@@ -137,7 +137,8 @@ Status PacEngine::Run(const RowMatrix& rows, size_t begin, size_t end, bool marg
   if (const char* image = source_->WarmImage(first, count, walks, read_missing)) {
     counters_.warm.fetch_add(1, std::memory_order_relaxed);
     Status s;
-    const internal::WarmForest* warm = leaves ? nullptr : WarmForestFor(image, walks, &s);
+    const internal::WarmForest* warm =
+        leaves || !options_.warm_forest ? nullptr : WarmForestFor(image, walks, &s);
     PACSET_RETURN_IF_ERROR(s);
     return internal::WarmWalk(*file_, rule_, image, warm, job);
   }

@@ -66,6 +66,10 @@ struct EngineOptions {
   // cheaper than that many random ones. Off: every request reads only the
   // blocks its walks need (what a per-request trace should see).
   bool sequential_reads = true;
+  // Build the warm forest (layout/internal/warm_forest.h) once warm requests
+  // have done enough work. Off: warm requests always walk the mapping with
+  // per-node checks (tests compare the two walks).
+  bool warm_forest = true;
 };
 
 // What requests did so far (for --timing and benchmarks).

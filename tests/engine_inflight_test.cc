@@ -548,7 +548,10 @@ TEST(InFlight, AFileTruncatedAfterOpeningGivesAnIOErrorNamingTheBlock) {
   }
   {
     const TempFile file(d.bytes);
-    auto warm = PacEngine::Open(file.path());
+    // The mapping's nodes, not the warm forest's private copy of them.
+    EngineOptions mapping_only;
+    mapping_only.warm_forest = false;
+    auto warm = PacEngine::Open(file.path(), mapping_only);
     ASSERT_TRUE(warm.ok());
     std::vector<double> out;
     ASSERT_TRUE((*warm)->PredictAll(d.rows, false, 1, &out).ok());
