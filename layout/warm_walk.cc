@@ -2,7 +2,6 @@
 // verified (BlockSource::WarmImage), so walks follow references with no
 // residency or verification checks — only the format's safety checks.
 #include <algorithm>
-#include <cstdlib>
 #include <memory>
 #include <vector>
 
@@ -102,11 +101,13 @@ class WarmLoop {
            size_t block_rows)
       : file_(file), rule_(rule), base_(image), warm_(warm), block_rows_(block_rows) {}
 
-  // Rows are taken block_rows at a time (BlockRows), tree by tree: every
-  // row of a block walks a tree before the next, so the tree's nodes are
-  // fetched once per block. The buffers are the caller's: this runs where a
-  // SIGBUS may jump out, so it creates nothing with a destructor.
-  // Walks interleaved per tree (see Run).
+  // Rows are taken block_rows at a time (BlockRows): with the warm forest
+  // (WalkWarmBlock) the lanes go through the trees in order, without it every
+  // row of a block walks a tree before the next; either way a tree's nodes are
+  // fetched about once per block. The buffers are the caller's: this runs
+  // where a SIGBUS may jump out, so it creates nothing with a destructor.
+  // Walks interleaved (measured: 16 lanes 10-30% faster than 8 on the three
+  // benchmark models, bench/warm_bench.py).
   static constexpr uint32_t kLanes = 16;
   static constexpr uint32_t kLaneDone = 4;  // not a RefKind: the lane has no rows left
 
@@ -302,11 +303,11 @@ WalkFault WarmLoop<NodeT, kF32Input, Acc, kLeaves>::Run(const WalkJob& job, Acc*
 // Rows per block of the warm loop. A forest larger than the L2 cache comes
 // from farther away once per block, so many rows should share each fetch;
 // a forest that fits stays there anyway, and fewer rows keep the block's
-// features in L1/L2 instead. Measured (bench/warm_bench.py, 1 thread, L2 1
-// MiB): the 682-tree forest (54 MB of nodes) 1,024 rows ~2x faster than 64;
-// the 1,030-tree XGBoost model (1.6 MB) 1,024 rows ~15% faster; the 256-tree
-// one (0.8 MB) 64 rows ~25% faster than 1,024. A block's features stay
-// within kBlockBytes.
+// features in L1/L2 instead. Measured (1 thread, 10,000 Fashion-MNIST rows,
+// L2 1 MiB, a loaded machine): the 682-tree forest (54 MB of nodes) 1,024
+// rows ~1.4x faster than 256 and ~2x than 64; the 1,030-tree XGBoost model
+// (1.6 MB) 1,024 rows ~10% faster than 64; the 256-tree one (0.8 MB) 64 rows
+// ~1.5x faster than 1,024. A block's features stay within kBlockBytes.
 size_t BlockRows(const PacHeader& h, size_t node_bytes, size_t rows) {
   constexpr size_t kLargeForestRows = 1024, kSmallForestRows = 64;
   constexpr size_t kBlockBytes = 4 << 20;
@@ -315,7 +316,6 @@ size_t BlockRows(const PacHeader& h, size_t node_bytes, size_t rows) {
     return v > 0 ? static_cast<uint64_t>(v) : uint64_t{1} << 20;
   }();
   size_t n = h.num_nodes * node_bytes >= l2 ? kLargeForestRows : kSmallForestRows;
-  if (const char* e = getenv("PACSET_BLOCK_ROWS")) n = atoi(e);
   n = std::min(n, kBlockBytes / (4 * std::max<size_t>(1, h.num_features)));
   return std::max<size_t>(1, std::min(n, rows));
 }
