@@ -14,9 +14,8 @@ namespace {
 // mapping: those run where a SIGBUS may jump out, so they allocate nothing.
 struct Scratch {
   std::vector<uint32_t> index;  // per node-region unit: 0 unseen, then node index + 1
-  std::vector<uint64_t> refs;   // reachable node references
   std::vector<uint64_t> stack;  // DFS: ref << 8 | depth
-  size_t num_refs = 0;
+  uint64_t num_nodes = 0;
 };
 
 template <typename NodeT>
@@ -65,9 +64,10 @@ struct Builder {
         const uint32_t depth = e & 0xFF;
         if (depth > h.max_depth || !file.RefInNodeRegion(ref, sizeof(NodeT))) return false;
         uint32_t& seen = s.index[ref - lo];
-        if (seen || s.num_refs == s.refs.size()) return false;  // shared, a cycle, or too many
+        // Shared, a cycle, or more nodes than the header says.
+        if (seen || s.num_nodes == file.header().num_nodes) return false;
         seen = 1;
-        s.refs[s.num_refs++] = ref;
+        ++s.num_nodes;
         const NodeT n = Node(ref);
         if (V::Feature(n) >= h.num_features) return false;
         const uint32_t flags = V::Flags(n);
@@ -86,18 +86,27 @@ struct Builder {
     return true;
   }
 
-  // Pass 2: the nodes in file order, children renumbered.
+  // Pass 2: the nodes in file order, children renumbered. Leaf entries
+  // [0, num_outputs) are the one-hot classes (a random forest to purity
+  // needs no other); the others follow.
   template <typename Out>
   void Fill(const Scratch& s, WarmForest* w, Out* out) const {
     using V = NodeView<NodeT>;
-    uint64_t num_leaves = 0;
+    const uint32_t K = file.header().num_outputs;
+    for (uint32_t c = 0; c < K; ++c)
+      w->leaves[c] = c | uint64_t{static_cast<uint32_t>(RefKind::kInlineClass)}
+                             << kWarmLeafKindShift;
+    uint64_t num_leaves = K;
     auto child_of = [&](uint64_t ref, uint32_t kind) -> int32_t {
       if (kind == kNodeKind) return static_cast<int32_t>(s.index[ref - lo] - 1);
+      if (kind == static_cast<uint32_t>(RefKind::kInlineClass)) return ~static_cast<int32_t>(ref);
       w->leaves[num_leaves] = ref | uint64_t{kind} << kWarmLeafKindShift;
       return ~static_cast<int32_t>(num_leaves++);
     };
-    for (size_t i = 0; i < s.num_refs; ++i) {
-      const NodeT n = Node(s.refs[i]);
+    size_t i = 0;
+    for (uint64_t u = 0; u < s.index.size(); ++u) {
+      if (!s.index[u]) continue;
+      const NodeT n = Node(lo + u);
       const uint32_t flags = V::Flags(n);
       out[i].threshold = n.threshold;
       out[i].feature = V::Feature(n);
@@ -105,6 +114,7 @@ struct Builder {
       out[i].child[1] = child_of(n.right, (flags >> kRightKindShift) & 3u);
       w->flags[i] = static_cast<uint8_t>(flags & kRoutingFlagMask);
       if (flags & (kNanIsZero | kZeroIsMissing)) w->plain_routing = false;
+      ++i;
     }
     const std::vector<TreeRecord>& trees = file.trees();
     for (size_t t = 0; t < trees.size(); ++t)
@@ -120,12 +130,11 @@ StatusOr<std::unique_ptr<WarmForest>> Build(const PacFile& file, const char* ima
   const uint64_t block_units = h.block_size / kUnit;
   const uint64_t units = h.node_block_count * block_units;
   // Indices are int32; the depth fits the stack entry's low byte.
-  if (h.num_nodes >= (uint64_t{1} << 30) || h.max_depth >= 255)
+  if (h.num_nodes >= (uint64_t{1} << 30) || h.num_outputs >= (1u << 30) || h.max_depth >= 255)
     return std::unique_ptr<WarmForest>();
   Builder<NodeT> b{file, image, h.node_first_block * block_units, LeafRecordBytes(h.leaf_width)};
   Scratch s;
   s.index.assign(units, 0);
-  s.refs.resize(h.num_nodes);
   s.stack.resize(h.max_depth + 2);
   bool ok;
   {
@@ -136,17 +145,19 @@ StatusOr<std::unique_ptr<WarmForest>> Build(const PacFile& file, const char* ima
     scope.Disarm();
   }
   if (!ok) return std::unique_ptr<WarmForest>();
-  std::sort(s.refs.begin(), s.refs.begin() + s.num_refs);
-  for (size_t i = 0; i < s.num_refs; ++i) s.index[s.refs[i] - b.lo] = static_cast<uint32_t>(i + 1);
+  // Number the nodes in file order.
+  uint32_t next = 0;
+  for (uint32_t& v : s.index)
+    if (v) v = ++next;
 
   auto w = std::make_unique<WarmForest>();
   if constexpr (std::is_same_v<NodeT, CompactNode>) {
-    w->nodes32.resize(s.num_refs);
+    w->nodes32.resize(s.num_nodes);
   } else {
-    w->nodes64.resize(s.num_refs);
+    w->nodes64.resize(s.num_nodes);
   }
-  w->flags.resize(s.num_refs);
-  w->leaves.resize(2 * s.num_refs + h.num_trees);
+  w->flags.resize(s.num_nodes);
+  w->leaves.resize(h.num_outputs + 2 * s.num_nodes + h.num_trees);
   w->roots.resize(h.num_trees);
   {
     SigbusScope scope(image, file.size(), h.block_size);

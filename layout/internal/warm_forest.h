@@ -15,6 +15,8 @@
 //          for LightGBM's zero/NaN rules;
 //   leaves: a leaf reference and its RefKind as ref | kind << 62 (the same
 //          (ref, kind) the walk of the file ends on, so sums stay bit-exact);
+//          entries [0, num_outputs) are the one-hot classes, shared by every
+//          such leaf (a random forest to purity needs no others);
 //   roots: per tree, its node index or ~leaf.
 // Built only when the file is a forest of trees: every reference inside the
 // node region, every feature and class in range, no node reached twice (no
