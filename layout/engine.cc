@@ -159,17 +159,21 @@ const internal::WarmForest* PacEngine::WarmForestFor(const char* image, uint64_t
   const uint64_t done = warm_walks_.fetch_add(walks, std::memory_order_relaxed) + walks;
   if (done * kWarmForestNodesPerWalk < file_->header().num_nodes) return nullptr;
   // One thread builds; the others walk the mapping meanwhile.
-  std::unique_lock<std::mutex> lock(warm_forest_mu_, std::try_to_lock);
-  if (!lock.owns_lock() || warm_forest_tried_.load(std::memory_order_relaxed)) return nullptr;
-  auto built = internal::BuildWarmForest(*file_, image);
-  if (!built.ok()) {
-    *status = built.status();  // a block unreadable now; try again next time
-    return nullptr;
+  if (!warm_forest_mu_.TryLock()) return nullptr;
+  const internal::WarmForest* w = nullptr;
+  if (!warm_forest_tried_.load(std::memory_order_relaxed)) {
+    auto built = internal::BuildWarmForest(*file_, image);
+    if (built.ok()) {
+      warm_forest_owned_ = std::move(*built);
+      w = warm_forest_owned_.get();
+      warm_forest_tried_.store(true, std::memory_order_relaxed);
+      warm_forest_.store(w, std::memory_order_release);
+    } else {
+      *status = built.status();  // a block unreadable now; try again next time
+    }
   }
-  warm_forest_owned_ = std::move(*built);
-  warm_forest_tried_.store(true, std::memory_order_relaxed);
-  warm_forest_.store(warm_forest_owned_.get(), std::memory_order_release);
-  return warm_forest_owned_.get();
+  warm_forest_mu_.Unlock();
+  return w;
 }
 
 Status PacEngine::Predict(const RowMatrix& rows, size_t begin, size_t end, bool margin,

@@ -37,13 +37,13 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "layout/block_source.h"
 #include "layout/pac_file.h"
 #include "model/output.h"
+#include "util/mutex.h"
 #include "util/row_matrix.h"
 #include "util/status.h"
 
@@ -142,11 +142,13 @@ class PacEngine {
   OutputRule rule_;
   EngineOptions options_;
   mutable Counters counters_;
-  mutable std::atomic<uint64_t> warm_walks_{0};
+  // The warm forest: built once by one thread (holding warm_forest_mu_),
+  // published through warm_forest_ (release/acquire), never changed after.
+  mutable std::atomic<uint64_t> warm_walks_{0};  // warm work so far
   mutable std::atomic<const internal::WarmForest*> warm_forest_{nullptr};
   mutable std::atomic<bool> warm_forest_tried_{false};
-  mutable std::mutex warm_forest_mu_;  // held while building
-  mutable std::unique_ptr<internal::WarmForest> warm_forest_owned_;
+  mutable Mutex warm_forest_mu_;
+  mutable std::unique_ptr<internal::WarmForest> warm_forest_owned_ GUARDED_BY(warm_forest_mu_);
 };
 
 }  // namespace pacset

@@ -42,8 +42,7 @@ inline bool WalkWarmBlock(const WarmForest& warm, const WarmNode<Thr>* nodes, co
   for (uint32_t j = 0; j < kLanes; ++j) {
     const bool used = j < nrows && T > 0;
     row[j] = j;
-    tree[j] = 0;
-    xr[j] = x + j * nf;
+    xr[j] = used ? x + j * nf : x;
     at[j] = used ? roots[0] : 0;
     tree[j] = used ? 0 : T;
     live += used;
@@ -70,8 +69,9 @@ inline bool WalkWarmBlock(const WarmForest& warm, const WarmNode<Thr>* nodes, co
           return false;
         }
         row[j] += kLanes;
-        xr[j] += kLanes * nf;
-        if (row[j] >= nrows) {  // this lane's rows are done with the tree
+        if (row[j] < nrows) {
+          xr[j] += kLanes * nf;
+        } else {  // this lane's rows are done with the tree
           row[j] = j;
           xr[j] = x + j * nf;
           if (++tree[j] == T) {

@@ -20,6 +20,8 @@ class CAPABILITY("mutex") Mutex {
 
   void Lock() ACQUIRE() { mu_.lock(); }
   void Unlock() RELEASE() { mu_.unlock(); }
+  // Takes the lock if it is free; true when taken (then Unlock it).
+  bool TryLock() TRY_ACQUIRE(true) { return mu_.try_lock(); }
   // Tells the analysis that the caller holds the lock (no run-time check).
   void AssertHeld() ASSERT_CAPABILITY(this) {}
 
