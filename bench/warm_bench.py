@@ -54,6 +54,14 @@ def timed(fn):
     return out, time.perf_counter() - t
 
 
+def timed_both(fn):
+    """(wall seconds, CPU seconds of this process): on a loaded machine the
+    CPU time of a one-thread run is the steadier figure."""
+    c, t = time.process_time(), time.perf_counter()
+    fn()
+    return time.perf_counter() - t, time.process_time() - c
+
+
 def spread(ts):
     return (f"median {statistics.median(ts) * 1e3:8.1f} ms (min {min(ts) * 1e3:.1f}, "
             f"max {max(ts) * 1e3:.1f}, n={len(ts)})")
@@ -200,11 +208,15 @@ def run_case(args, label, pac, lib, check):
                          f"(max |diff| {np.max(np.abs(got - want))})")
         elif getattr(args, "lgbm_ref", None) is not None:
             assert np.array_equal(got, args.lgbm_ref.predict(args.X, n_threads=1))
-        t_ours, t_lib = [], []
+        t_ours, t_lib, c_ours, c_lib = [], [], [], []
         for _ in range(args.rounds):  # interleaved
-            t_ours.append(timed(ours)[1])
+            w, c = timed_both(ours)
+            t_ours.append(w)
+            c_ours.append(c)
             if lib is not None:
-                t_lib.append(timed(lambda: lib(threads))[1])
+                w, c = timed_both(lambda: lib(threads))
+                t_lib.append(w)
+                c_lib.append(c)
         mo = statistics.median(t_ours)
         per_thread[threads] = mo
         print(f"  {threads} thread(s): pacset {n / mo:10.0f} rows/s  {spread(t_ours)}")
@@ -215,6 +227,10 @@ def run_case(args, label, pac, lib, check):
             print(f"  {threads} thread(s): ratio {r:.2f}x (target >= {TARGET}x: "
                   f"{'met' if r >= TARGET else 'MISSED'}; per-round range "
                   f"{min(t_lib) / max(t_ours):.2f}-{max(t_lib) / min(t_ours):.2f}x)")
+            if threads == 1:
+                rc = statistics.median(c_lib) / statistics.median(c_ours)
+                print(f"  1 thread: CPU time pacset {spread(c_ours)}, library {spread(c_lib)}: "
+                      f"ratio {rc:.2f}x")
     s = per_thread[1] / per_thread[2]
     print(f"  2 threads / 1 thread: {s:.2f}x (target >= {SCALING_TARGET}x: "
           f"{'met' if s >= SCALING_TARGET else 'MISSED'})")

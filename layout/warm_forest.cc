@@ -16,6 +16,7 @@ struct Scratch {
   std::vector<uint32_t> index;  // per node-region unit: 0 unseen, then node index + 1
   std::vector<uint64_t> stack;  // DFS: ref << 8 | depth
   uint64_t num_nodes = 0;
+  uint64_t num_records = 0;  // leaf-record children
 };
 
 template <typename NodeT>
@@ -76,6 +77,7 @@ struct Builder {
           const uint32_t kind = (flags >> (kLeftKindShift + 2 * c)) & 3u;
           if (kind != kNodeKind) {
             if (!LeafOk(child[c], kind)) return false;
+            s.num_records += kind == static_cast<uint32_t>(RefKind::kLeafRecord);
           } else {
             if (top == stack_cap || child[c] >= (uint64_t{1} << 56)) return false;
             s.stack[top++] = child[c] << 8 | (depth + 1);
@@ -96,10 +98,16 @@ struct Builder {
     for (uint32_t c = 0; c < K; ++c)
       w->leaves[c] = c | uint64_t{static_cast<uint32_t>(RefKind::kInlineClass)}
                              << kWarmLeafKindShift;
-    uint64_t num_leaves = K;
+    uint64_t num_leaves = K, num_values = 0;
+    const uint32_t width = file.header().leaf_width;
     auto child_of = [&](uint64_t ref, uint32_t kind) -> int32_t {
       if (kind == kNodeKind) return static_cast<int32_t>(s.index[ref - lo] - 1);
       if (kind == static_cast<uint32_t>(RefKind::kInlineClass)) return ~static_cast<int32_t>(ref);
+      if (kind == static_cast<uint32_t>(RefKind::kLeafRecord)) {
+        std::memcpy(&w->records[num_values], image + ref * kUnit, 8 * width);
+        ref = num_values;
+        num_values += width;
+      }
       w->leaves[num_leaves] = ref | uint64_t{kind} << kWarmLeafKindShift;
       return ~static_cast<int32_t>(num_leaves++);
     };
@@ -113,7 +121,7 @@ struct Builder {
       out[i].child[0] = child_of(n.left, (flags >> kLeftKindShift) & 3u);
       out[i].child[1] = child_of(n.right, (flags >> kRightKindShift) & 3u);
       w->flags[i] = static_cast<uint8_t>(flags & kRoutingFlagMask);
-      if (flags & (kNanIsZero | kZeroIsMissing)) w->plain_routing = false;
+      if (flags & kZeroIsMissing) w->plain_routing = false;
       ++i;
     }
     const std::vector<TreeRecord>& trees = file.trees();
@@ -158,6 +166,7 @@ StatusOr<std::unique_ptr<WarmForest>> Build(const PacFile& file, const char* ima
   }
   w->flags.resize(s.num_nodes);
   w->leaves.resize(h.num_outputs + 2 * s.num_nodes + h.num_trees);
+  w->records.resize((s.num_records + h.num_trees) * h.leaf_width);  // roots may be records
   w->roots.resize(h.num_trees);
   {
     SigbusScope scope(image, file.size(), h.block_size);

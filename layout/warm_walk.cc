@@ -22,8 +22,8 @@ namespace {
 // feature load -> compare -> next node) the CPU overlaps, and a lane whose
 // walk ends starts its next one at once. Every node was checked when the
 // warm forest was built, so a step is a load, a compare and a select.
-// kPlain: no row has NaN and no node uses LightGBM's zero/NaN rules, so `x
-// <= threshold` alone routes (what GoesLeft gives then).
+// kPlain: no row has NaN and no node uses LightGBM's zero-as-missing rule,
+// so `x <= threshold` alone routes (what GoesLeft gives then).
 // add_leaf(row, tree, ref, kind) adds a leaf; false (a corrupt leaf) stops
 // the walk and sets *bad_tree.
 template <typename Cmp, bool kPlain, uint32_t kLanes, typename Thr, typename In, typename AddLeafFn>
@@ -171,13 +171,13 @@ WalkFault WarmLoop<NodeT, kF32Input, Acc, kLeaves>::Run(const WalkJob& job, Acc*
       if (warm_) {
         using Cmp =
             std::conditional_t<kF32Input && std::is_same_v<NodeT, CompactNode>, float, double>;
-        // Adds the leaf a walk ended on to the row's sums; false for a corrupt leaf.
+        // Adds the leaf a walk ended on to the row's sums (a leaf record's
+        // values are the warm forest's copy); false for a class out of range.
+        const double* records = warm_->records.data();
         auto add_leaf = [&](size_t row, uint32_t t, uint64_t ref, uint32_t kind) {
-          const char* record = nullptr;
-          if (kind == static_cast<uint32_t>(RefKind::kLeafRecord)) {
-            if (!file_.RefInNodeRegion(ref, record_bytes)) return false;
-            record = base + ref * kUnit;
-          }
+          const char* record = kind == static_cast<uint32_t>(RefKind::kLeafRecord)
+                                   ? reinterpret_cast<const char*>(records + ref)
+                                   : nullptr;
           return AddLeaf<Acc>(&acc[row * K], trees[t].group, K, w, ref, kind, record);
         };
         auto walk = [&](const auto* nodes, const auto* x) {

@@ -16,7 +16,9 @@
 //   leaves: a leaf reference and its RefKind as ref | kind << 62 (the same
 //          (ref, kind) the walk of the file ends on, so sums stay bit-exact);
 //          entries [0, num_outputs) are the one-hot classes, shared by every
-//          such leaf (a random forest to purity needs no others);
+//          such leaf (a random forest to purity needs no others); a leaf
+//          record's ref is the offset of its copy in `records`;
+//   records: the values of every leaf record (leaf_width float64 each);
 //   roots: per tree, its node index or ~leaf.
 // Built only when the file is a forest of trees: every reference inside the
 // node region, every feature and class in range, no node reached twice (no
@@ -50,15 +52,17 @@ struct WarmForest {
   std::vector<WarmNode<double>> nodes64;  // wide files
   std::vector<uint8_t> flags;
   std::vector<uint64_t> leaves;
+  std::vector<double> records;
   std::vector<int32_t> roots;
-  // True when no node uses LightGBM's NaN-as-zero or zero-as-missing rules:
-  // for rows without NaN a node then routes by `x <= threshold` alone.
+  // True when no node uses LightGBM's zero-as-missing rule: for rows without
+  // NaN a node then routes by `x <= threshold` alone (the default direction
+  // and LightGBM's NaN-as-zero only concern NaN; model/routing.h GoesLeft).
   bool plain_routing = true;
   double build_seconds = 0;
 
   uint64_t bytes() const {
     return nodes32.size() * sizeof(nodes32[0]) + nodes64.size() * sizeof(nodes64[0]) +
-           flags.size() + leaves.size() * 8 + roots.size() * 4;
+           flags.size() + leaves.size() * 8 + records.size() * 8 + roots.size() * 4;
   }
 };
 
