@@ -193,8 +193,8 @@ def run_case(args, label, pac, lib, check):
     print(f"\n== {label}: {pac} ({os.path.getsize(pac) / 1e6:.1f} MB)")
     print(f"  first request, 1 row: {t_row * 1e3:.2f} ms; first {args.X.shape[0]}-row request "
           f"(builds the warm forest): {t_first * 1e3:.0f} ms")
-    print(f"  warm forest: {live['warm_path_bytes'] / 1e6:.1f} MB, built in "
-          f"{live['warm_path_build_seconds'] * 1e3:.1f} ms")
+    print(f"  warm forest: {live.get('warm_path_bytes', 0) / 1e6:.1f} MB, built in "
+          f"{live.get('warm_path_build_seconds', 0) * 1e3:.1f} ms")
     n = args.X.shape[0]
     per_thread = {}
     for threads in (1, 2):
