@@ -35,13 +35,13 @@ import argparse
 import ctypes
 import os
 import statistics
-import subprocess
 import sys
 import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib  # noqa: E402
 import fashion_mnist  # noqa: E402
 
 TARGET = 2.0  # issue 16: >= 2x the library, each model, 1 and 2 threads
@@ -63,17 +63,14 @@ def timed_both(fn):
 
 
 def spread(ts):
-    return (f"median {statistics.median(ts) * 1e3:8.1f} ms (min {min(ts) * 1e3:.1f}, "
-            f"max {max(ts) * 1e3:.1f}, n={len(ts)})")
+    return f"{benchlib.spread(ts, 1e3)} ms (median [min-max], n={len(ts)})"
 
 
-def pack(args, model, name, extra=()):
-    out = os.path.join(args.workdir, name)
-    if not os.path.exists(out):
-        subprocess.run([args.pacset, "pack", model, "-o", out + ".tmp", *extra], check=True,
-                       capture_output=True)
-        os.rename(out + ".tmp", out)
-    return out
+def pack(args, model, name, block_size="64KiB"):
+    """`model` packed once per --workdir (a directory per model name)."""
+    work = os.path.join(args.workdir, name)
+    os.makedirs(work, exist_ok=True)
+    return benchlib.packed(args.pacset, model, work, block_size)
 
 
 def warm_up_file(path):
@@ -138,7 +135,7 @@ def cases(args):
         def lib(t, b=booster):
             b.set_param({"nthread": t})
             return b.inplace_predict(args.X)
-        yield ("xgb1030 (1,030 trees, depth 12, 10 classes)", pack(args, args.xgb, "xgb1030.pac"),
+        yield ("xgb1030 (1,030 trees, depth 12, 10 classes)", pack(args, args.xgb, "xgb1030"),
                lib, exact)
     if "rf682" in names:
         import joblib
@@ -150,7 +147,7 @@ def cases(args):
             return e.predict_proba(args.X)
         for bs in args.rf_block_sizes.split(","):
             yield (f"rf682 (682 trees to purity), {bs} blocks",
-                   pack(args, args.rf, f"rf682-{bs}.pac", ["--block-size", bs]), lib, exact)
+                   pack(args, args.rf, "rf682", bs), lib, exact)
         del est
     if "xgb256" in names:
         import xgboost as xgb
@@ -161,12 +158,12 @@ def cases(args):
         def lib(t, b=booster):
             b.set_param({"nthread": t})
             return b.inplace_predict(args.X)
-        yield "xgb256 (256 trees regression, depth 8)", pack(args, path, "xgb256.pac"), lib, exact
+        yield "xgb256 (256 trees regression, depth 8)", pack(args, path, "xgb256"), lib, exact
     if "lgbm" in names:
         if not args.lgbm_model:
             print("\n== lgbm: skipped (no --lgbm-model)")
             return
-        pac = pack(args, args.lgbm_model, "lgbm.pac")
+        pac = pack(args, args.lgbm_model, "lgbm")
         label = f"lgbm ({os.path.basename(args.lgbm_model)})"
         if args.lgbm_lib:
             lgb = LightGBMLib(args.lgbm_lib, args.lgbm_model)
