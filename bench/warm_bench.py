@@ -2,7 +2,7 @@
 """Warm inference speed (issue 16): pacset's engine on a .pac file in the page
 cache against the library's own fastest predictor, same float32 rows.
 
-Rows: the 10,000 Fashion-MNIST test rows (bench/fashion_mnist.py), float32,
+Rows: the 10,000 Fashion-MNIST test rows (testkit/fashion_mnist.py), float32,
 C order, loaded once (no CSV parsing is timed). For each model and thread
 count, rounds alternate pacset and the library (interleaved), and the outputs
 are checked against the library's before timing.
@@ -42,6 +42,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testkit"))
 import benchlib  # noqa: E402
 import fashion_mnist  # noqa: E402
 

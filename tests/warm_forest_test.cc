@@ -14,8 +14,8 @@
 #include "layout/engine.h"
 #include "layout/pack.h"
 #include "model/predict.h"
+#include "testkit/random_forest.h"
 #include "tests/flavor_params.h"
-#include "tests/random_forest.h"
 
 namespace pacset {
 namespace {
