@@ -20,7 +20,7 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "testkit"))
 import fslib  # noqa: E402
 from fslib import Env, Mount, Redis, TwoHosts, die_with_parent, run  # noqa: E402
 
