@@ -280,11 +280,11 @@ def test_dask_workers_on_two_hosts_predict_exactly_and_read_only_their_rows_bloc
         t = c["totals"]
         assert t["rows"] == half and t["analytical"] > 0, t
         # Every block its rows need was read, and nothing else but metadata
-        # and blocks just after needed ones (readahead-like: compare's
-        # window of 8 blocks).
+        # (kernel readahead is off on a pacsetfs mount and the engine maps
+        # with MADV_RANDOM, so "readahead-like" extras are unneeded reads too).
         assert t["matched"] == t["analytical"] and t["unexplained_missing"] == 0, (h, t)
-        assert t["extra_other"] == 0, (h, t)
-        assert t["measured"] == t["matched"] + t["extra_metadata"] + t["extra_readahead"], (h, t)
+        assert t["extra_other"] == 0 and t["extra_readahead"] == 0, (h, t)
+        assert t["measured"] == t["matched"] + t["extra_metadata"], (h, t)
         # Nothing else was read on this host.
         assert c["accesses_outside_requests"] == 0, c
         x = cross[h]["totals"]
