@@ -54,7 +54,10 @@ def main():
                    for h in hosts}
         assert all(workers.values()), f"a host has no worker: {workers}"
         X = da.from_array(rows, chunks=(args.chunk, -1))
-        y = pacset.dask.predict(args.model, X)
+        # Only the blocks the rows' walks need: no sequential read of the
+        # whole node region for a large request (pacset.open's
+        # sequential_reads), so each host's trace names its rows' blocks.
+        y = pacset.dask.predict(args.model, X, open_options={"sequential_reads": False})
         share = len(rows) // len(hosts)
         assert share % args.chunk == 0, "a host's share must be whole chunks"
         shares = [y[i * share:(i + 1) * share] for i in range(len(hosts))]
