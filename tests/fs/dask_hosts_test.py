@@ -288,7 +288,10 @@ def test_dask_workers_on_two_hosts_predict_exactly_and_read_only_their_rows_bloc
         # Nothing else was read on this host.
         assert c["accesses_outside_requests"] == 0, c
         x = cross[h]["totals"]
-        assert x["extra_other"] > 0 and x["unexplained_missing"] > 0, \
+        # Over the other host's rows the same trace has reads those rows do
+        # not need (compare calls the ones near a needed block readahead)
+        # and misses blocks they do need.
+        assert x["extra_other"] + x["extra_readahead"] > 0 and x["unexplained_missing"] > 0, \
             f"host {h}'s trace fits host {other}'s rows too: {x}"
         assert stats[h]["blocks_fetched"] > 0, stats[h]
     assert read["a"] - read["b"] and read["b"] - read["a"], "the hosts read the same blocks"
