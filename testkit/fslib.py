@@ -231,12 +231,13 @@ class Mount:
     through /proc/PID/root (`view`); `run` runs a command on that host."""
 
     def __init__(self, pacsetfs, store, mountpoint, options="", trace=None, extra=(),
-                 netns=None, preexec_fn=None):
+                 netns=None, preexec_fn=None, log=None):
         self.pacsetfs, self.store, self.mp = pacsetfs, store, mountpoint
         self.options, self.trace, self.extra = options, trace, list(extra)
         self.netns, self.preexec_fn = netns, preexec_fn
         self.proc = None
-        self.log = mountpoint.rstrip("/") + ".log"
+        # Mounts of one path on several hosts need a log each.
+        self.log = log or mountpoint.rstrip("/") + ".log"
 
     @property
     def view(self):
@@ -555,6 +556,26 @@ def read_trace(path):
                            "flags": struct.unpack_from("<H", r, 2)[0], "forest": forest,
                            "time": time_ns, "gen": gen, "block": block, "pid": pid})
     return names, events
+
+
+class Env:
+    """Per test: a temp dir and what must be removed whatever happens
+    (closed, or stopped, in the reverse order of `add`)."""
+
+    def __init__(self, tmp):
+        self.tmp = tmp
+        self.closers = []
+
+    def add(self, thing):
+        self.closers.append(thing)
+        return thing
+
+    def close(self):
+        for thing in reversed(self.closers):
+            try:
+                (thing.close if hasattr(thing, "close") else thing.stop)()
+            except Exception as e:  # noqa: BLE001 - clean up the rest regardless
+                print(f"    cleanup of {type(thing).__name__} failed: {e}")
 
 
 def run_tests(tests, prepare, make_env, label, timeout, top_prefix):

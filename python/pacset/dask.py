@@ -26,23 +26,25 @@ _opened = {}
 _opened_lock = threading.Lock()
 
 
-def _forest_at(path):
-    """The worker's Forest for `path`, opened again when the file changes
-    (a re-import on a mount shows up as a new file)."""
+def _forest_at(path, options):
+    """The worker's Forest for `path` opened with pacset.open(**options),
+    opened again when the file changes (a re-import on a mount shows up as a
+    new file)."""
     st = os.stat(path)
     key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
     with _opened_lock:
-        cached = _opened.get(path)
+        cached = _opened.get((path, options))
         if cached is not None and cached[0] == key:
             return cached[1]
-    forest = _open_forest(path)
+    forest = _open_forest(path, **dict(options))
     with _opened_lock:
-        _opened[path] = (key, forest)
+        _opened[(path, options)] = (key, forest)
     return forest
 
 
 def _resolve(model):
-    return _forest_at(model) if isinstance(model, str) else model
+    """A Forest, or (path, open options) for the worker to open itself."""
+    return _forest_at(*model) if isinstance(model, tuple) else model
 
 
 def _output_spec(model, margin):
@@ -66,18 +68,19 @@ def _predict_partition(df, model, margin, n_threads, columns):
     return pd.DataFrame(out, index=df.index, columns=columns)
 
 
-def predict(forest_or_path, X, *, margin=False, n_threads=1, client=None):
+def predict(forest_or_path, X, *, margin=False, n_threads=1, client=None, open_options=None):
     """Forest.predict (or predict_margin) over X, a dask.array (2-D; rows may
     be chunked, columns are joined into one chunk) or a dask.dataframe.
     Returns a dask.array for an array, a dask Series / DataFrame for a
-    dataframe. n_threads is per task (Dask already runs tasks in parallel)."""
+    dataframe. n_threads is per task (Dask already runs tasks in parallel).
+    Given a path, each worker opens it with pacset.open(path, **open_options)."""
     import dask.array as da
     import dask.dataframe as dd
     from distributed import get_client
 
     client = client or get_client()
     if isinstance(forest_or_path, (str, os.PathLike)):
-        model = os.fspath(forest_or_path)
+        model = (os.fspath(forest_or_path), tuple(sorted((open_options or {}).items())))
         # The path may exist on the workers only: ask one for the output shape.
         cols, dtype = client.submit(_output_spec, model, margin, pure=False).result()
     elif isinstance(forest_or_path, Forest):

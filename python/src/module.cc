@@ -202,7 +202,9 @@ std::shared_ptr<PyForest> BuildAndPack(Fn fn, const py::dict& pack, const std::s
 
 // ---- module functions ----
 
-std::shared_ptr<PyForest> Open(const std::string& path, bool verify_blocks) {
+std::shared_ptr<PyForest> Open(const std::string& path, bool verify_blocks, uint32_t max_in_flight,
+                               bool sequential_reads) {
+  if (max_in_flight == 0) throw py::value_error("max_in_flight must be at least 1");
   StatusOr<std::unique_ptr<PacFile>> file = Status::Internal("not opened");
   {
     py::gil_scoped_release nogil;
@@ -210,6 +212,8 @@ std::shared_ptr<PyForest> Open(const std::string& path, bool verify_blocks) {
   }
   EngineOptions options;
   options.verify_blocks = verify_blocks;
+  options.max_in_flight = max_in_flight;
+  options.sequential_reads = sequential_reads;
   return Wrap(Take(std::move(file)), options, path);
 }
 
@@ -453,7 +457,9 @@ PYBIND11_MODULE(_core, m) {
 
   // Sizes as people write them ("64KiB"), by the grammar of util/size.h.
   m.def("parse_byte_size", &ParseSize, py::arg("text"), py::arg("what"));
-  m.def("open", &Open, py::arg("path"), py::arg("verify_blocks") = false);
+  m.def("open", &Open, py::arg("path"), py::arg("verify_blocks") = true,
+        py::arg("max_in_flight") = EngineOptions().max_in_flight,
+        py::arg("sequential_reads") = EngineOptions().sequential_reads);
   m.def("from_buffer", &FromBuffer, py::arg("buffer"), py::arg("name"));
   m.def("load_file", &LoadFile, py::arg("path"), py::arg("format"), py::arg("pack"));
   m.def("load_xgboost", &LoadXgboost, py::arg("raw"), py::arg("ubjson"), py::arg("name"),

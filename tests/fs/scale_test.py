@@ -23,7 +23,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "testkit"))
 import fslib  # noqa: E402
-from fslib import MemoryCgroup, Mount, Redis, RedisCluster, RssSampler, TwoHosts, run  # noqa: E402
+from fslib import Env, MemoryCgroup, Mount, Redis, RedisCluster, RssSampler, TwoHosts, run  # noqa: E402
 
 ARGS = None
 DATA = {}
@@ -72,25 +72,6 @@ def prepare(workdir):
         DATA[name] = os.path.join(workdir, f"{name}.pac")
         pacset("pack", os.path.join(workdir, src), "-o", DATA[name], "--block-size", "4KiB")
         DATA[name + "_out"] = pacset("predict", DATA[name], "-i", DATA["rows"]).stdout
-
-
-class Env:
-    """Per test: a temp dir and what must be removed whatever happens."""
-
-    def __init__(self, tmp):
-        self.tmp = tmp
-        self.closers = []
-
-    def add(self, thing):
-        self.closers.append(thing)
-        return thing
-
-    def close(self):
-        for thing in reversed(self.closers):
-            try:
-                (thing.close if hasattr(thing, "close") else thing.stop)()
-            except Exception as e:  # noqa: BLE001 - clean up the rest regardless
-                print(f"    cleanup of {type(thing).__name__} failed: {e}")
 
 
 def pread_all(path):
