@@ -40,9 +40,16 @@ void PacsetFs::Init(fuse_conn_info* conn) {
   // Generations never change under an inode: keep pages across opens and
   // never invalidate them because of attribute changes.
   conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
+  // Concurrent reads: with readahead off, every page-cache miss of a read
+  // or a fault is a one-page readahead, which the kernel sends as a
+  // background request when reads are asynchronous; it keeps at most
+  // max_background of them in flight (kernel default 12), and an engine
+  // keeps 32 blocks in flight per process. Room for every worker twice over,
+  // so the queue, not the kernel, holds the next requests.
   if (conn->capable & FUSE_CAP_ASYNC_READ) conn->want |= FUSE_CAP_ASYNC_READ;
-  conn->max_background = 64;
-  conn->congestion_threshold = 48;
+  const unsigned background = std::clamp(2 * opts_.max_threads, 64, 4096);
+  conn->max_background = background;
+  conn->congestion_threshold = background * 3 / 4;
 }
 
 void PacsetFs::Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
@@ -202,7 +209,11 @@ void PacsetFs::Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse
   f->stats->reads.fetch_add(1, std::memory_order_relaxed);
   std::vector<BlockData> blocks;
   std::vector<iovec> iov;
-  std::vector<uint64_t> fresh;  // blocks that came from the store
+  // Blocks that came from the store and that this read did not cover whole:
+  // the reply puts the pages it covers into the page cache, so pushing a
+  // block the read covered would only copy it there a second time (with
+  // page-sized blocks, every block).
+  std::vector<uint64_t> fresh;
   for (uint64_t b = first; b <= last; ++b) {
     BlockCache::Source src;
     const uint64_t t0 = MonotonicNowNs();
@@ -215,7 +226,7 @@ void PacsetFs::Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse
       f->stats->errors.fetch_add(1, std::memory_order_relaxed);
       return (void)fuse_reply_err(req, StatusToErrno(data.status()));
     }
-    if (src == BlockCache::Source::kStore) fresh.push_back(b);
+    if (src == BlockCache::Source::kStore && (lo > b * bs || hi < (b + 1) * bs)) fresh.push_back(b);
     iov.push_back({const_cast<char*>((*data)->data()) + (lo - b * bs), hi - lo});
     blocks.push_back(std::move(data).value());
   }

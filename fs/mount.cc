@@ -210,7 +210,10 @@ Status Serve(const MountOptions& opts, const StoreOptions& so, Readiness* ready)
       opts.mountpoint.c_str());
   fuse_loop_config* cfg = fuse_loop_cfg_create();
   fuse_loop_cfg_set_max_threads(cfg, static_cast<unsigned>(opts.max_threads));
-  fuse_loop_cfg_set_idle_threads(cfg, static_cast<unsigned>(std::max(2, opts.max_threads / 2)));
+  // Idle workers stay: a cold burst needs them all again, and libfuse would
+  // otherwise end the ones above the idle limit after every burst and start
+  // new ones at the next.
+  fuse_loop_cfg_set_idle_threads(cfg, static_cast<unsigned>(opts.max_threads));
   const int rc = fuse_session_loop_mt(se, cfg);
   fuse_loop_cfg_destroy(cfg);
   fs->StopThreads();

@@ -45,7 +45,7 @@ struct MountOptions {
   bool push_blocks = true;       // push fetched blocks whole into the page cache
   bool prefetch_bins = false;    // at open, fetch metadata and bin blocks ahead
   uint32_t max_readahead = 0;    // kernel readahead in bytes (0: exact page faults)
-  int max_threads = 16;
+  int max_threads = 64;  // FUSE workers: above the engine's 32 blocks in flight (fs/DESIGN.md)
 };
 
 // Parses a comma-separated -o list into `opts`. Mount-table options that
