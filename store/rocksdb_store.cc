@@ -281,7 +281,8 @@ Status RocksDbWriter::Publish(ForestInfo info) {
 rocksdb::Options RocksDbStore::MakeOptions() const {
   rocksdb::Options o;
   o.create_if_missing = !options_.read_only;
-  o.max_open_files = -1;  // required by secondary instances; keeps table readers open
+  o.max_open_files = -1;            // required by secondary instances; keeps table readers open
+  o.advise_random_on_open = false;  // EXPERIMENT
   o.max_background_jobs = 2;
   o.write_buffer_size = 64u << 20;
   o.max_write_buffer_number = 3;
