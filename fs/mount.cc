@@ -13,12 +13,14 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "fs/control.h"
 #include "fs/internal/filesystem.h"
 #include "fs/internal/log.h"
+#include "fs/internal/serve.h"
 #include "fs/pacsetfs.h"
 #include "store/block_store.h"
 #include "trace/trace_writer.h"
@@ -176,6 +178,20 @@ void Detach() {
 // hears whether the mount came up.
 Status Serve(const MountOptions& opts, const StoreOptions& so, Readiness* ready) {
   PACSET_ASSIGN_OR_RETURN(std::unique_ptr<BlockStore> store, OpenServedStore(opts, so));
+  return fs_internal::ServeStore(opts, std::move(store), [ready] {
+    if (ready) {
+      ready->Report(Status::Ok());
+      Detach();
+    }
+  });
+}
+
+}  // namespace
+
+namespace fs_internal {
+
+Status ServeStore(const MountOptions& opts, std::unique_ptr<BlockStore> store,
+                  const std::function<void()>& on_mounted) {
   std::unique_ptr<TraceWriter> trace;
   if (!opts.trace_path.empty()) {
     PACSET_ASSIGN_OR_RETURN(trace, TraceWriter::Open(opts.trace_path, opts.trace_queue_records));
@@ -200,10 +216,7 @@ Status Serve(const MountOptions& opts, const StoreOptions& so, Readiness* ready)
     fuse_session_destroy(se);
     return Status::IOError("cannot mount on " + opts.mountpoint + " (is /dev/fuse available?)");
   }
-  if (ready) {
-    ready->Report(Status::Ok());
-    Detach();
-  }
+  on_mounted();
 
   // Cold reads fill the block cache with fresh 4 KiB..1 MiB blocks from up
   // to max_threads worker threads, each with its own malloc arena: grown a
@@ -234,7 +247,7 @@ Status Serve(const MountOptions& opts, const StoreOptions& so, Readiness* ready)
   return status;
 }
 
-}  // namespace
+}  // namespace fs_internal
 
 Status RunMount(const MountOptions& in) {
   MountOptions opts = in;

@@ -9,8 +9,8 @@ uint64_t SequentialReads::FetchEnd(fuse_ino_t ino, uint32_t tid, uint64_t off, u
   const uint64_t h = (static_cast<uint64_t>(ino) * 0x9E3779B97F4A7C15ull) ^ (tid * 0xC2B2AE3Dull);
   MutexLock lock(&mu_);
   Stream& s = streams_[(h >> 17) % kStreams];
-  const bool follows = s.ino == ino && s.tid == tid && off >= s.next &&
-                       off <= std::max(s.next, s.ahead_end);
+  const bool follows =
+      s.ino == ino && s.tid == tid && off >= s.next && off <= std::max(s.next, s.ahead_end);
   if (!follows) {
     s = Stream{};
     s.ino = ino;

@@ -281,7 +281,7 @@ Status RocksDbWriter::Publish(ForestInfo info) {
 rocksdb::Options RocksDbStore::MakeOptions() const {
   rocksdb::Options o;
   o.create_if_missing = !options_.read_only;
-  o.max_open_files = -1;            // required by secondary instances; keeps table readers open
+  o.max_open_files = -1;  // required by secondary instances; keeps table readers open
   // Table files get the kernel's readahead: a forest's blocks are stored in
   // block order and the blocks a row needs cluster, so a cold read often
   // brings its neighbours (bench/cold_bench.py --mount, 2026-12-01: median

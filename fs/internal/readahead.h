@@ -38,9 +38,9 @@ class SequentialReads {
   struct Stream {
     fuse_ino_t ino = 0;
     uint32_t tid = 0;
-    uint32_t run = 0;         // requests in a row that followed the previous one
-    uint64_t next = 0;        // where the previous request ended
-    uint64_t ahead_end = 0;   // what was fetched ahead ends here
+    uint32_t run = 0;        // requests in a row that followed the previous one
+    uint64_t next = 0;       // where the previous request ended
+    uint64_t ahead_end = 0;  // what was fetched ahead ends here
     uint64_t window = kFirstWindow;
   };
   static constexpr size_t kStreams = 64;  // readers tracked at once (hashed; a clash restarts one)
