@@ -15,7 +15,9 @@
 // generation, open files and live mappings keep theirs (pinned in the store
 // until released). Kernel readahead is off, so an mmap reader pulls only the
 // pages it touches; a freshly fetched block is then pushed whole into the
-// page cache so the reader's next faults in it cost no request.
+// page cache so the reader's next faults in it cost no request. Many reads
+// are served at once (64 workers by default); a sequential reader gets the
+// blocks ahead of it fetched in one store call and pushed the same way.
 //
 // Design notes: fs/DESIGN.md.
 #pragma once
