@@ -47,6 +47,25 @@ Status BlockReader::Fetch(const ForestInode& f, uint64_t block, std::string* out
   }
 }
 
+void BlockReader::Count(const ForestInode& f, BlockCache::Source src, const std::string* data,
+                        uint64_t fetch_ns) {
+  switch (src) {
+    case BlockCache::Source::kStore:
+      if (data != nullptr) {
+        f.stats->blocks_fetched.fetch_add(1, std::memory_order_relaxed);
+        f.stats->fetched_bytes.fetch_add(data->size(), std::memory_order_relaxed);
+        f.stats->fetch_latency.Add(fetch_ns);
+      }
+      break;
+    case BlockCache::Source::kCache:
+      f.stats->cache_hits.fetch_add(1, std::memory_order_relaxed);
+      break;
+    case BlockCache::Source::kJoined:
+      f.stats->joined.fetch_add(1, std::memory_order_relaxed);
+      break;
+  }
+}
+
 StatusOr<BlockData> BlockReader::Get(const ForestInode& f, uint64_t block,
                                      BlockCache::Source* src) {
   const BlockKey key{f.forest_id, f.info.generation, block};
@@ -60,21 +79,7 @@ StatusOr<BlockData> BlockReader::Get(const ForestInode& f, uint64_t block,
         return s;
       },
       src);
-  switch (*src) {
-    case BlockCache::Source::kStore:
-      if (r.ok()) {
-        f.stats->blocks_fetched.fetch_add(1, std::memory_order_relaxed);
-        f.stats->fetched_bytes.fetch_add((*r)->size(), std::memory_order_relaxed);
-        f.stats->fetch_latency.Add(fetch_ns);
-      }
-      break;
-    case BlockCache::Source::kCache:
-      f.stats->cache_hits.fetch_add(1, std::memory_order_relaxed);
-      break;
-    case BlockCache::Source::kJoined:
-      f.stats->joined.fetch_add(1, std::memory_order_relaxed);
-      break;
-  }
+  Count(f, *src, r.ok() ? r->get() : nullptr, fetch_ns);
   return r;
 }
 
@@ -106,23 +111,7 @@ void BlockReader::GetMany(const ForestInode& f, const std::vector<uint64_t>& blo
         fetch_ns = MonotonicNowNs() - t0;
       },
       data, status, src);
-  for (size_t i = 0; i < blocks.size(); ++i) {
-    switch ((*src)[i]) {
-      case BlockCache::Source::kStore:
-        if ((*status)[i].ok()) {
-          f.stats->blocks_fetched.fetch_add(1, std::memory_order_relaxed);
-          f.stats->fetched_bytes.fetch_add((*data)[i]->size(), std::memory_order_relaxed);
-          f.stats->fetch_latency.Add(fetch_ns);
-        }
-        break;
-      case BlockCache::Source::kCache:
-        f.stats->cache_hits.fetch_add(1, std::memory_order_relaxed);
-        break;
-      case BlockCache::Source::kJoined:
-        f.stats->joined.fetch_add(1, std::memory_order_relaxed);
-        break;
-    }
-  }
+  for (size_t i = 0; i < blocks.size(); ++i) Count(f, (*src)[i], (*data)[i].get(), fetch_ns);
 }
 
 StatusOr<BlockData> BlockReader::GetUncounted(const ForestInode& f, uint64_t block) {

@@ -46,6 +46,9 @@ class BlockReader {
 
  private:
   Status Fetch(const ForestInode& f, uint64_t block, std::string* out);
+  // Counts one block in f's stats by where it came from (`data` null: failed).
+  static void Count(const ForestInode& f, BlockCache::Source src, const std::string* data,
+                    uint64_t fetch_ns);
 
   BlockStore* const store_;
   BlockCache* const cache_;
