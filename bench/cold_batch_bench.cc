@@ -44,8 +44,9 @@ double Seconds(std::chrono::steady_clock::time_point t0) {
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: cold_batch_bench STORE_URI FOREST [--blocks N] [--batch N] "
-                         "[--rounds N]\n");
+    std::fprintf(stderr,
+                 "usage: cold_batch_bench STORE_URI FOREST [--blocks N] [--batch N] "
+                 "[--rounds N]\n");
     return 2;
   }
   const std::string uri = argv[1], name = argv[2];
@@ -105,9 +106,9 @@ int main(int argc, char** argv) {
       std::vector<std::thread> ts;
       for (size_t t = 0; t < v.threads; ++t) ts.emplace_back(reader, t, v.threads, v.group);
       for (auto& t : ts) t.join();
-      const size_t idx = std::strcmp(v.name, "parallel") == 0 ? 0
+      const size_t idx = std::strcmp(v.name, "parallel") == 0  ? 0
                          : std::strcmp(v.name, "batched") == 0 ? 1
-                                                                : 2;
+                                                               : 2;
       times[idx].push_back(Seconds(t0));
     }
   }
@@ -117,8 +118,8 @@ int main(int argc, char** argv) {
   for (size_t i = 0; i < 3; ++i) {
     auto& t = times[i];
     std::sort(t.begin(), t.end());
-    std::printf("  %-9s %8.1f ms [%.1f - %.1f]\n", names[i], t[t.size() / 2] * 1e3,
-                t.front() * 1e3, t.back() * 1e3);
+    std::printf("  %-9s %8.1f ms [%.1f - %.1f]\n", names[i], t[t.size() / 2] * 1e3, t.front() * 1e3,
+                t.back() * 1e3);
   }
   if (errors) std::printf("  %d blocks failed\n", errors.load());
   return errors ? 1 : 0;
