@@ -24,7 +24,8 @@ For the forest packed at each block size (packed once into --work):
     packing, against the same on the local .pac, interleaved; a fresh daemon
     for every run (no daemon or RocksDB cache survives) and the page cache
     dropped; the daemon's CPU time per block fetched and bytes it read from
-    the disk. --mount-only skips everything else but --fio.
+    the disk. --old-pacsetfs adds the same through a baseline daemon.
+    --mount-only skips everything else but --fio.
   * --fio: random 4 KiB reads (O_DIRECT, libaio) at queue depth 1 and 32 on
     the disk of --work: the device's own limits.
 Every figure is the median over rounds with [min - max]; the order of the
@@ -108,6 +109,7 @@ def main():
     ap.add_argument("--max-in-flight", type=int, help="pass --max-in-flight N to the new engine")
     ap.add_argument("--mount", action="store_true", help="also through pacsetfs (dir, rocksdb)")
     ap.add_argument("--mount-only", action="store_true", help="only --mount (and --fio)")
+    ap.add_argument("--old-pacsetfs", help="--mount: also through this pacsetfs (a baseline build)")
     ap.add_argument("--fio", action="store_true", help="also the device's random-read IOPS")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
@@ -230,19 +232,22 @@ def mount_bench(a, new, header, lines):
     """Cold predictions and a cold `cat` through pacsetfs against the same on
     the local .pac, interleaved: every run gets a fresh daemon (no daemon
     cache, no RocksDB cache) and a dropped page cache."""
-    pacsetfs = os.path.join(a.bin, "pacsetfs")
+    daemons = {"": os.path.join(a.bin, "pacsetfs")}
+    if a.old_pacsetfs:
+        daemons[" old"] = a.old_pacsetfs
     pac = os.path.join(a.work, "forest-4KiB.pac")
     if not os.path.exists(pac):
         subprocess.run([new, "pack", a.model, "-o", pac, "--block-size", "4KiB"], check=True)
     stores = {"rocksdb": "rocksdb:" + os.path.join(a.work, "rocks"),
               "dir": "dir:" + os.path.join(a.work, "dirstore")}
-    for uri in stores.values():
+    for uri in set(stores.values()):
         listing = subprocess.run([new, "ls", "--store", uri], capture_output=True, text=True)
         if "forest" not in listing.stdout:
             subprocess.run([new, "import", pac, "--name", "forest", "--store", uri], check=True,
                            capture_output=True)
     sizes = (1, 10, 100)
     what = [f"{n} row{'s' if n > 1 else ''}" for n in sizes] + ["cat"]
+    mounts = {kind + d: (uri, daemon) for kind, uri in stores.items() for d, daemon in daemons.items()}
     res = {}  # (where, what) -> list of dicts
     for rnd in range(a.rounds):
         csvs = {}
@@ -250,7 +255,7 @@ def mount_bench(a, new, header, lines):
             start = (rnd * 131 + n) % max(1, len(lines) - n)
             csvs[n] = os.path.join(a.work, f"cold-mount-{n}.csv")
             write_rows(header, lines[start:start + n], csvs[n])
-        jobs = [(where, w) for where in ["local"] + list(stores) for w in what]
+        jobs = [(where, w) for where in ["local"] + list(mounts) for w in what]
         random.Random(1000 + rnd).shuffle(jobs)
         outputs = {}
         for where, w in jobs:
@@ -266,7 +271,8 @@ def mount_bench(a, new, header, lines):
                 wall, _, out, err = run(cmd(pac))
             else:
                 # A fresh daemon: no block cache and no RocksDB cache survive.
-                with Mount(pacsetfs, stores[where], os.path.join(a.work, f"mnt-{where}")) as m:
+                uri, daemon = mounts[where]
+                with Mount(daemon, uri, os.path.join(a.work, "mnt-" + where.replace(" ", "-"))) as m:
                     drop_caches()
                     subprocess.run([cmd(pac)[0], "--version"], capture_output=True)
                     pid = m.proc.pid
@@ -289,10 +295,10 @@ def mount_bench(a, new, header, lines):
           f"daemon CPU per block fetched, disk = bytes the daemon read:")
     for w in what:
         base = statistics.median(r["engine"] for r in res[("local", w)])
-        for where in ["local"] + list(stores):
+        for where in ["local"] + list(mounts):
             xs = res[(where, w)]
             eng = [r["engine"] for r in xs]
-            line = (f"  {w:8s} {where:8s} {'predict' if w != 'cat' else 'wall   '} {spread(eng)}"
+            line = (f"  {w:8s} {where:11s} {'predict' if w != 'cat' else 'wall   '} {spread(eng)}"
                     f"  x{statistics.median(eng) / base:5.2f}")
             if w != "cat":
                 line += f"  wall {spread([r['wall'] for r in xs])}"

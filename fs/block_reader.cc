@@ -83,7 +83,7 @@ StatusOr<BlockData> BlockReader::Get(const ForestInode& f, uint64_t block,
   return r;
 }
 
-void BlockReader::GetMany(const ForestInode& f, const std::vector<uint64_t>& blocks,
+void BlockReader::GetMany(const ForestInode& f, const std::vector<uint64_t>& blocks, size_t needed,
                           std::vector<BlockData>* data, std::vector<Status>* status,
                           std::vector<BlockCache::Source>* src) {
   std::vector<BlockKey> keys;
@@ -104,10 +104,8 @@ void BlockReader::GetMany(const ForestInode& f, const std::vector<uint64_t>& blo
         } else {
           st->assign(want.size(), Status::Unavailable("store down"));  // Fetch says so below
         }
-        for (size_t j = 0; j < want.size(); ++j) {
-          if ((*st)[j].ok()) continue;
-          (*st)[j] = Fetch(f, want[j], &(*out)[j]);
-        }
+        for (size_t j = 0; j < want.size(); ++j)
+          if (!(*st)[j].ok() && which[j] < needed) (*st)[j] = Fetch(f, want[j], &(*out)[j]);
         fetch_ns = MonotonicNowNs() - t0;
       },
       data, status, src);

@@ -201,7 +201,8 @@ void PacsetFs::Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse
   if (!f) return (void)fuse_reply_err(req, ESTALE);
   const uint64_t file_size = f->info.size_bytes;
   if (off < 0) return (void)fuse_reply_err(req, EINVAL);
-  if (static_cast<uint64_t>(off) >= file_size) return (void)fuse_reply_buf(req, nullptr, 0);
+  if (static_cast<uint64_t>(off) >= file_size || size == 0)
+    return (void)fuse_reply_buf(req, nullptr, 0);
   const uint64_t end = std::min<uint64_t>(file_size, static_cast<uint64_t>(off) + size);
   const uint32_t bs = f->info.block_size;
   const uint64_t first = static_cast<uint64_t>(off) / bs, last = (end - 1) / bs;
@@ -221,7 +222,7 @@ void PacsetFs::Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse
   std::vector<Status> status;
   std::vector<BlockCache::Source> src;
   const uint64_t t0 = MonotonicNowNs();
-  reader_->GetMany(*f, wanted, &data, &status, &src);
+  reader_->GetMany(*f, wanted, last - first + 1, &data, &status, &src);
   const uint64_t latency = MonotonicNowNs() - t0;
   std::vector<iovec> iov;
   iov.reserve(last - first + 1);

@@ -12,10 +12,13 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <fstream>
 #include <future>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "fs/internal/serve.h"
 #include "store/fault_injection_store.h"
@@ -73,6 +76,7 @@ class ServedMount {
   }
   bool ok() const { return ok_; }
   std::string file() const { return mountpoint_ + "/f.pac"; }
+  std::string stats_file() const { return mountpoint_ + "/.pacsetfs/stats"; }
   // Valid while mounted (the mount owns it).
   FaultInjectionStore* store() const { return store_; }
   std::string Block(uint64_t b) const { return MakeBlock(kBs, b, gen_); }
@@ -178,6 +182,30 @@ TEST(PacsetfsMount, ABlockFailingInABatchFailsOnlyTheReadsThatNeedItAndIsLogged)
   // One clear line per bad block, naming it.
   EXPECT_NE(log.find("'f' generation 1 block 40"), std::string::npos) << log;
   EXPECT_NE(log.find("'f' generation 1 block 90"), std::string::npos) << log;
+}
+
+TEST(PacsetfsMount, ABlockFailingAheadOfASequentialReaderIsNotRetriedAndFailsNoRead) {
+  if (!CanMount()) GTEST_SKIP() << "needs root and /dev/fuse";
+  ServedMount m;
+  ASSERT_TRUE(m.ok());
+  // Block 60 answers with an I/O error, which a read that needs it would
+  // retry until the deadline (10 s): the reader below never asks for it.
+  m.store()->FailBlockReads(60, StatusCode::kIOError);
+  const int fd = ::open(m.file().c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0) << strerror(errno);
+  std::string got;
+  const ssize_t n = ReadAt(fd, &got, 50 * kBs, 0);  // the window ahead reaches past 60
+  ::close(fd);
+  ASSERT_EQ(n, static_cast<ssize_t>(50 * kBs));
+  for (uint64_t b = 0; b < 50; ++b)
+    ASSERT_TRUE(got.compare(b * kBs, kBs, m.Block(b)) == 0) << "block " << b;
+  EXPECT_GT(m.store()->blocks_read(), 60u);  // block 60 was asked for, ahead
+  std::ifstream stats(m.stats_file());
+  const auto json = nlohmann::json::parse(stats);
+  const auto& f = json["forests"]["f"];
+  EXPECT_EQ(f["store_retries"].get<uint64_t>(), 0u) << f.dump();
+  EXPECT_EQ(f["errors"].get<uint64_t>(), 0u) << f.dump();
+  EXPECT_GT(f["prefetched_blocks"].get<uint64_t>(), 0u) << f.dump();
 }
 
 }  // namespace

@@ -35,10 +35,13 @@ class BlockReader {
   // Block `block` of `f`, counted in f's stats by where it came from.
   StatusOr<BlockData> Get(const ForestInode& f, uint64_t block, BlockCache::Source* src);
   // Blocks `blocks` of `f` like Get, those not cached fetched with one store
-  // call (BlockStore::GetMany); a block that fails in the batch is fetched
-  // again on its own, with Get's retries, deadline and log line, and fails
-  // alone. One entry per block in `data` (null on failure), `status`, `src`.
-  void GetMany(const ForestInode& f, const std::vector<uint64_t>& blocks,
+  // call (BlockStore::GetMany). Of the first `needed` blocks, one that fails
+  // in the batch is fetched again on its own, with Get's retries, deadline
+  // and log line, and fails alone; the rest are read ahead, best effort (a
+  // failure is not retried, so it never holds up the blocks that are needed,
+  // and not cached, so the next access tries again). One entry per block in
+  // `data` (null on failure), `status`, `src`.
+  void GetMany(const ForestInode& f, const std::vector<uint64_t>& blocks, size_t needed,
                std::vector<BlockData>* data, std::vector<Status>* status,
                std::vector<BlockCache::Source>* src);
   // Like Get, without counting (background pushes of blocks just fetched).
