@@ -20,7 +20,7 @@ uint64_t SequentialReads::FetchEnd(fuse_ino_t ino, uint32_t tid, uint64_t off, u
   }
   ++s.run;
   s.next = end;
-  if (s.run < 2) return end;
+  if (s.run < kMinRun) return end;
   // Refill once half of what was read ahead is used.
   if (end + s.window / 2 <= s.ahead_end) return end;
   if (s.ahead_end > end) s.window = std::min(kMaxWindow, s.window * 2);

@@ -6,7 +6,10 @@
 // blocks) would wait for one store round trip per block. A reader whose
 // requests follow each other — the same thread, each starting where the
 // previous one ended or inside what was read ahead for it — is sequential
-// from its third request on: its request then also fetches the next window
+// from its eighth request on (32 KiB with 4 KiB pages: an engine opening a
+// forest reads its first few blocks in a row, and a one-row prediction
+// should still fetch exactly the blocks it needs); its request then also
+// fetches the next window
 // of blocks, in the same store call, and those are pushed into the page
 // cache, so the kernel asks for none of them. The window starts at 128 KiB
 // and doubles up to 1 MiB while the run lasts. Selective readers (an engine's
@@ -29,6 +32,7 @@ class SequentialReads {
  public:
   static constexpr uint64_t kFirstWindow = 128 << 10;
   static constexpr uint64_t kMaxWindow = 1 << 20;
+  static constexpr uint32_t kMinRun = 7;  // requests that followed the first one
 
   // Where the fetch for the request [off, end) of thread `tid` on inode
   // `ino` should end: `end` (nothing ahead) or further.
