@@ -22,7 +22,7 @@
 
 #include "fs/internal/serve.h"
 #include "store/fault_injection_store.h"
-#include "store_test_util.h"
+#include "testkit/store_test_util.h"
 
 namespace pacset {
 namespace {
