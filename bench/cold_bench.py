@@ -19,9 +19,13 @@ For the forest packed at each block size (packed once into --work):
     forest.pac > /dev/null`, cold. Outputs of new and old engine compared.
   * warm: batch throughput on the whole test CSV with every page cached,
     rows/s of the new engine (verifying blocks, and --no-verify) and the old.
-  * --mount: the cold row through pacsetfs mounts of a RocksDB and a dir store
-    holding the 4 KiB packing, a fresh daemon for every run (no daemon or
-    RocksDB cache survives), plus the page cache dropped.
+  * --mount: 1, 10 and 100 cold rows and a cold `cat` of the whole file
+    through pacsetfs mounts of a RocksDB and a dir store holding the 4 KiB
+    packing, against the same on the local .pac, interleaved; a fresh daemon
+    for every run (no daemon or RocksDB cache survives) and the page cache
+    dropped; the daemon's CPU time per block fetched and bytes it read from
+    the disk. --old-pacsetfs adds the same through a baseline daemon.
+    --mount-only skips everything else but --fio.
   * --fio: random 4 KiB reads (O_DIRECT, libaio) at queue depth 1 and 32 on
     the disk of --work: the device's own limits.
 Every figure is the median over rounds with [min - max]; the order of the
@@ -104,6 +108,8 @@ def main():
     ap.add_argument("--warm-repeat", type=int, default=2)
     ap.add_argument("--max-in-flight", type=int, help="pass --max-in-flight N to the new engine")
     ap.add_argument("--mount", action="store_true", help="also through pacsetfs (dir, rocksdb)")
+    ap.add_argument("--mount-only", action="store_true", help="only --mount (and --fio)")
+    ap.add_argument("--old-pacsetfs", help="--mount: also through this pacsetfs (a baseline build)")
     ap.add_argument("--fio", action="store_true", help="also the device's random-read IOPS")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
@@ -129,7 +135,7 @@ def main():
         # Only the model is cold: the program, its libraries and the CSVs are read back.
         subprocess.run([cmd0, "--version"], capture_output=True, check=True)
 
-    for bs in a.block_sizes.split(","):
+    for bs in ([] if a.mount_only else a.block_sizes.split(",")):
         pac = os.path.join(a.work, f"forest-{bs}.pac")
         if not os.path.exists(pac):
             subprocess.run([new, "pack", a.model, "-o", pac, "--block-size", bs], check=True)
@@ -208,44 +214,100 @@ def main():
             rel = f"  x{statistics.median(xs) / ref:.3f} of old" if ref else ""
             print(f"  {label:16s} {spread(xs, 'rows/s', 1)}{rel}")
 
-    if a.mount:
+    if a.mount or a.mount_only:
         mount_bench(a, new, header, lines)
 
 
+def proc_cpu_seconds(pid):
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def proc_read_bytes(pid):
+    with open(f"/proc/{pid}/io") as f:
+        return int(next(x for x in f if x.startswith("read_bytes:")).split()[1])
+
+
 def mount_bench(a, new, header, lines):
-    pacsetfs = os.path.join(a.bin, "pacsetfs")
+    """Cold predictions and a cold `cat` through pacsetfs against the same on
+    the local .pac, interleaved: every run gets a fresh daemon (no daemon
+    cache, no RocksDB cache) and a dropped page cache."""
+    daemons = {"": os.path.join(a.bin, "pacsetfs")}
+    if a.old_pacsetfs:
+        daemons[" old"] = a.old_pacsetfs
     pac = os.path.join(a.work, "forest-4KiB.pac")
+    if not os.path.exists(pac):
+        subprocess.run([new, "pack", a.model, "-o", pac, "--block-size", "4KiB"], check=True)
     stores = {"rocksdb": "rocksdb:" + os.path.join(a.work, "rocks"),
               "dir": "dir:" + os.path.join(a.work, "dirstore")}
-    for uri in stores.values():
+    for uri in set(stores.values()):
         listing = subprocess.run([new, "ls", "--store", uri], capture_output=True, text=True)
         if "forest" not in listing.stdout:
             subprocess.run([new, "import", pac, "--name", "forest", "--store", uri], check=True,
                            capture_output=True)
-    csv = os.path.join(a.work, "cold-mount.csv")
-    res = {}
+    sizes = (1, 10, 100)
+    what = [f"{n} row{'s' if n > 1 else ''}" for n in sizes] + ["cat"]
+    mounts = {kind + d: (uri, daemon) for kind, uri in stores.items() for d, daemon in daemons.items()}
+    res = {}  # (where, what) -> list of dicts
     for rnd in range(a.rounds):
-        write_rows(header, lines[rnd:rnd + 1], csv)
-        order = list(stores.items()) + [("local", None)]
-        random.Random(rnd).shuffle(order)
-        for label, uri in order:
-            if uri is None:
+        csvs = {}
+        for n in sizes:
+            start = (rnd * 131 + n) % max(1, len(lines) - n)
+            csvs[n] = os.path.join(a.work, f"cold-mount-{n}.csv")
+            write_rows(header, lines[start:start + n], csvs[n])
+        jobs = [(where, w) for where in ["local"] + list(mounts) for w in what]
+        random.Random(1000 + rnd).shuffle(jobs)
+        outputs = {}
+        for where, w in jobs:
+            n = int(w.split()[0]) if w != "cat" else None
+            def cmd(path):
+                if n is None:  # the whole file in reads of 128 KiB, as cat does
+                    return ["dd", "if=" + path, "of=/dev/null", "bs=128K", "status=none"]
+                return [new, "predict", path, "-i", csvs[n], "--timing"]
+            row = {}
+            if where == "local":
                 drop_caches()
-                subprocess.run([new, "--version"], capture_output=True)
-                wall, _, _, err = run([new, "predict", pac, "-i", csv, "--timing"])
-                res.setdefault("local .pac", []).append(wall)
-                continue
-            # A fresh daemon: no block cache and no RocksDB cache survive.
-            with Mount(pacsetfs, uri, os.path.join(a.work, f"mnt-{label}")) as m:
-                drop_caches()
-                subprocess.run([new, "--version"], capture_output=True)
-                wall, _, _, err = run([new, "predict", os.path.join(m.mp, "forest.pac"), "-i", csv,
-                                       "--timing"])
-                res.setdefault(f"mount {label}", []).append(wall)
-    base = statistics.median(res["local .pac"])
-    print(f"\ncold one row through pacsetfs (4 KiB blocks, fresh daemon), {a.rounds} rounds:")
-    for label, walls in res.items():
-        print(f"  {label:16s} {spread(walls)}  x{statistics.median(walls) / base:5.2f} of local")
+                subprocess.run([cmd(pac)[0], "--version"], capture_output=True)
+                wall, _, out, err = run(cmd(pac))
+            else:
+                # A fresh daemon: no block cache and no RocksDB cache survive.
+                uri, daemon = mounts[where]
+                with Mount(daemon, uri, os.path.join(a.work, "mnt-" + where.replace(" ", "-"))) as m:
+                    drop_caches()
+                    subprocess.run([cmd(pac)[0], "--version"], capture_output=True)
+                    pid = m.proc.pid
+                    cpu0, io0 = proc_cpu_seconds(pid), proc_read_bytes(pid)
+                    wall, _, out, err = run(cmd(os.path.join(m.mp, "forest.pac")))
+                    row["daemon_cpu"] = proc_cpu_seconds(pid) - cpu0
+                    row["disk"] = proc_read_bytes(pid) - io0
+                    row["blocks"] = m.stats()["forests"]["forest"]["blocks_fetched"]
+            row["wall"] = wall
+            row["engine"] = engine_seconds(err) if n is not None else wall
+            res.setdefault((where, w), []).append(row)
+            if n is not None:
+                outputs.setdefault(n, {})[where] = out
+        for n, outs in outputs.items():
+            if len(set(outs.values())) != 1:
+                raise SystemExit(f"{n} cold rows: predictions differ between " + ", ".join(outs))
+    print(f"\ncold through pacsetfs (4 KiB blocks; a fresh daemon and a dropped page cache for "
+          f"every run), {a.rounds} interleaved rounds, median [min - max]; x = / the same on "
+          f"the local .pac; predict = the engine's own time (--timing), wall = the process; "
+          f"daemon CPU per block fetched, disk = bytes the daemon read:")
+    for w in what:
+        base = statistics.median(r["engine"] for r in res[("local", w)])
+        for where in ["local"] + list(mounts):
+            xs = res[(where, w)]
+            eng = [r["engine"] for r in xs]
+            line = (f"  {w:8s} {where:11s} {'predict' if w != 'cat' else 'wall   '} {spread(eng)}"
+                    f"  x{statistics.median(eng) / base:5.2f}")
+            if w != "cat":
+                line += f"  wall {spread([r['wall'] for r in xs])}"
+            if where != "local":
+                us = [r["daemon_cpu"] / max(1, r["blocks"]) * 1e6 for r in xs]
+                line += (f"  blocks {statistics.median(r['blocks'] for r in xs):6.0f}"
+                         f"  daemon CPU {spread(us, 'us/block', 1)}"
+                         f"  disk {statistics.median(r['disk'] for r in xs) / 2**20:5.1f} MiB")
+            print(line)
 
 
 if __name__ == "__main__":

@@ -45,6 +45,73 @@ StatusOr<BlockData> BlockCache::GetOrFetch(const BlockKey& key,
   return BlockData(data);
 }
 
+void BlockCache::GetOrFetchMany(const std::vector<BlockKey>& keys, const FetchMany& fetch,
+                                std::vector<BlockData>* data, std::vector<Status>* status,
+                                std::vector<Source>* source) {
+  const size_t n = keys.size();
+  data->assign(n, nullptr);
+  status->assign(n, Status::Ok());
+  source->assign(n, Source::kCache);
+  std::vector<std::shared_ptr<Flight>> flights(n);  // mine or joined
+  std::vector<size_t> mine, joined;
+  {
+    MutexLock lock(&mu_);
+    for (size_t i = 0; i < n; ++i) {
+      auto it = entries_.find(keys[i]);
+      if (it != entries_.end()) {
+        lru_.splice(lru_.begin(), lru_, it->second.lru);
+        (*data)[i] = it->second.data;
+        continue;
+      }
+      auto f = flights_.find(keys[i]);
+      if (f != flights_.end()) {
+        flights[i] = f->second;
+        (*source)[i] = Source::kJoined;
+        joined.push_back(i);
+        continue;
+      }
+      flights[i] = std::make_shared<Flight>();
+      flights_[keys[i]] = flights[i];
+      (*source)[i] = Source::kStore;
+      mine.push_back(i);
+    }
+  }
+  if (!mine.empty()) {
+    std::vector<std::string> fetched(mine.size());
+    std::vector<Status> fetched_status(mine.size(), Status::Ok());
+    try {
+      fetch(mine, &fetched, &fetched_status);
+    } catch (...) {
+      fetched_status.assign(mine.size(), Status::Internal("block fetch failed (exception)"));
+    }
+    {
+      MutexLock lock(&mu_);
+      for (size_t j = 0; j < mine.size(); ++j) {
+        const size_t i = mine[j];
+        Flight& f = *flights[i];
+        f.done = true;
+        f.status = fetched_status[j];
+        if (f.status.ok()) {
+          f.data = std::make_shared<const std::string>(std::move(fetched[j]));
+          InsertLocked(keys[i], f.data);
+        }
+        (*status)[i] = f.status;
+        (*data)[i] = f.data;
+        flights_.erase(keys[i]);
+      }
+    }
+    cv_.SignalAll();
+  }
+  if (!joined.empty()) {
+    MutexLock lock(&mu_);
+    for (size_t i : joined) {
+      while (!flights[i]->done) cv_.Wait(&mu_);
+      (*status)[i] = flights[i]->status;
+      (*data)[i] = flights[i]->data;
+    }
+  }
+}
+
 void BlockCache::InsertLocked(const BlockKey& key, BlockData data) {
   if (data->size() > capacity_) return;  // never cache what cannot fit
   lru_.push_front(key);

@@ -14,6 +14,7 @@
 // Thread-safety: all methods may be called concurrently.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <list>
@@ -48,7 +49,11 @@ using BlockData = std::shared_ptr<const std::string>;
 
 class BlockCache {
  public:
-  explicit BlockCache(size_t capacity_bytes) : capacity_(capacity_bytes) {}
+  explicit BlockCache(size_t capacity_bytes) : capacity_(capacity_bytes) {
+    // Room for the bound's worth of 4 KiB blocks: a cold read of a forest
+    // would otherwise rehash the table again and again as it fills.
+    entries_.reserve(std::min<size_t>(capacity_bytes / 4096, size_t{1} << 20));
+  }
 
   enum class Source { kCache, kStore, kJoined };  // kJoined: waited for another caller's fetch
 
@@ -57,6 +62,21 @@ class BlockCache {
   StatusOr<BlockData> GetOrFetch(const BlockKey& key,
                                  const std::function<Status(std::string*)>& fetch,
                                  Source* source = nullptr) EXCLUDES(mu_);
+
+  // What GetOrFetchMany's fetch does: fetches keys[which[j]] into (*data)[j]
+  // with outcome (*status)[j], for every j (both vectors come sized).
+  using FetchMany =
+      std::function<void(const std::vector<size_t>& which, std::vector<std::string>* data,
+                         std::vector<Status>* status)>;
+
+  // GetOrFetch for several keys at once: cached keys are returned, keys
+  // another caller is fetching are joined, and the rest are fetched with ONE
+  // call of `fetch` (a batch), before this waits for any joined fetch (so
+  // two batches that join each other never wait for each other). Fills one
+  // entry per key in `data` (null on failure), `status` and `source`.
+  void GetOrFetchMany(const std::vector<BlockKey>& keys, const FetchMany& fetch,
+                      std::vector<BlockData>* data, std::vector<Status>* status,
+                      std::vector<Source>* source) EXCLUDES(mu_);
 
   // Drops every cached block of `forest` (all generations), or everything
   // when forest == 0. Fetches under way are not affected.

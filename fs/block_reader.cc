@@ -47,6 +47,25 @@ Status BlockReader::Fetch(const ForestInode& f, uint64_t block, std::string* out
   }
 }
 
+void BlockReader::Count(const ForestInode& f, BlockCache::Source src, const std::string* data,
+                        uint64_t fetch_ns) {
+  switch (src) {
+    case BlockCache::Source::kStore:
+      if (data != nullptr) {
+        f.stats->blocks_fetched.fetch_add(1, std::memory_order_relaxed);
+        f.stats->fetched_bytes.fetch_add(data->size(), std::memory_order_relaxed);
+        f.stats->fetch_latency.Add(fetch_ns);
+      }
+      break;
+    case BlockCache::Source::kCache:
+      f.stats->cache_hits.fetch_add(1, std::memory_order_relaxed);
+      break;
+    case BlockCache::Source::kJoined:
+      f.stats->joined.fetch_add(1, std::memory_order_relaxed);
+      break;
+  }
+}
+
 StatusOr<BlockData> BlockReader::Get(const ForestInode& f, uint64_t block,
                                      BlockCache::Source* src) {
   const BlockKey key{f.forest_id, f.info.generation, block};
@@ -60,22 +79,37 @@ StatusOr<BlockData> BlockReader::Get(const ForestInode& f, uint64_t block,
         return s;
       },
       src);
-  switch (*src) {
-    case BlockCache::Source::kStore:
-      if (r.ok()) {
-        f.stats->blocks_fetched.fetch_add(1, std::memory_order_relaxed);
-        f.stats->fetched_bytes.fetch_add((*r)->size(), std::memory_order_relaxed);
-        f.stats->fetch_latency.Add(fetch_ns);
-      }
-      break;
-    case BlockCache::Source::kCache:
-      f.stats->cache_hits.fetch_add(1, std::memory_order_relaxed);
-      break;
-    case BlockCache::Source::kJoined:
-      f.stats->joined.fetch_add(1, std::memory_order_relaxed);
-      break;
-  }
+  Count(f, *src, r.ok() ? r->get() : nullptr, fetch_ns);
   return r;
+}
+
+void BlockReader::GetMany(const ForestInode& f, const std::vector<uint64_t>& blocks, size_t needed,
+                          std::vector<BlockData>* data, std::vector<Status>* status,
+                          std::vector<BlockCache::Source>* src) {
+  std::vector<BlockKey> keys;
+  keys.reserve(blocks.size());
+  for (uint64_t b : blocks) keys.push_back({f.forest_id, f.info.generation, b});
+  uint64_t fetch_ns = 0;
+  cache_->GetOrFetchMany(
+      keys,
+      [&](const std::vector<size_t>& which, std::vector<std::string>* out,
+          std::vector<Status>* st) {
+        const uint64_t t0 = MonotonicNowNs();
+        std::vector<uint64_t> want;
+        want.reserve(which.size());
+        for (size_t i : which) want.push_back(blocks[i]);
+        const auto now = std::chrono::steady_clock::now().time_since_epoch().count();
+        if (now >= store_down_until_.load(std::memory_order_relaxed)) {
+          store_->GetMany(f.info, want, out, st);
+        } else {
+          st->assign(want.size(), Status::Unavailable("store down"));  // Fetch says so below
+        }
+        for (size_t j = 0; j < want.size(); ++j)
+          if (!(*st)[j].ok() && which[j] < needed) (*st)[j] = Fetch(f, want[j], &(*out)[j]);
+        fetch_ns = MonotonicNowNs() - t0;
+      },
+      data, status, src);
+  for (size_t i = 0; i < blocks.size(); ++i) Count(f, (*src)[i], (*data)[i].get(), fetch_ns);
 }
 
 StatusOr<BlockData> BlockReader::GetUncounted(const ForestInode& f, uint64_t block) {

@@ -40,9 +40,16 @@ void PacsetFs::Init(fuse_conn_info* conn) {
   // Generations never change under an inode: keep pages across opens and
   // never invalidate them because of attribute changes.
   conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
+  // Concurrent reads: with readahead off, every page-cache miss of a read
+  // or a fault is a one-page readahead, which the kernel sends as a
+  // background request when reads are asynchronous; it keeps at most
+  // max_background of them in flight (kernel default 12), and an engine
+  // keeps 32 blocks in flight per process. Room for every worker twice over,
+  // so the queue, not the kernel, holds the next requests.
   if (conn->capable & FUSE_CAP_ASYNC_READ) conn->want |= FUSE_CAP_ASYNC_READ;
-  conn->max_background = 64;
-  conn->congestion_threshold = 48;
+  const unsigned background = std::clamp(2 * opts_.max_threads, 64, 4096);
+  conn->max_background = background;
+  conn->congestion_threshold = background * 3 / 4;
 }
 
 void PacsetFs::Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
@@ -194,35 +201,74 @@ void PacsetFs::Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse
   if (!f) return (void)fuse_reply_err(req, ESTALE);
   const uint64_t file_size = f->info.size_bytes;
   if (off < 0) return (void)fuse_reply_err(req, EINVAL);
-  if (static_cast<uint64_t>(off) >= file_size) return (void)fuse_reply_buf(req, nullptr, 0);
+  if (static_cast<uint64_t>(off) >= file_size || size == 0)
+    return (void)fuse_reply_buf(req, nullptr, 0);
   const uint64_t end = std::min<uint64_t>(file_size, static_cast<uint64_t>(off) + size);
   const uint32_t bs = f->info.block_size;
   const uint64_t first = static_cast<uint64_t>(off) / bs, last = (end - 1) / bs;
   const uint32_t pid = static_cast<uint32_t>(fuse_req_ctx(req)->pid);
   f->stats->reads.fetch_add(1, std::memory_order_relaxed);
-  std::vector<BlockData> blocks;
+  // The read's blocks and, for a sequential reader, the window ahead of it
+  // (fs/internal/readahead.h): those not cached come in one store call.
+  const uint64_t fetch_end =
+      opts_.push_blocks
+          ? std::min(file_size, sequential_.FetchEnd(ino, pid, static_cast<uint64_t>(off), end))
+          : end;
+  const uint64_t fetch_last = (fetch_end - 1) / bs;
+  std::vector<uint64_t> wanted;
+  wanted.reserve(fetch_last - first + 1);
+  for (uint64_t b = first; b <= fetch_last; ++b) wanted.push_back(b);
+  std::vector<BlockData> data;
+  std::vector<Status> status;
+  std::vector<BlockCache::Source> src;
+  const uint64_t t0 = MonotonicNowNs();
+  reader_->GetMany(*f, wanted, last - first + 1, &data, &status, &src);
+  const uint64_t latency = MonotonicNowNs() - t0;
   std::vector<iovec> iov;
-  std::vector<uint64_t> fresh;  // blocks that came from the store
-  for (uint64_t b = first; b <= last; ++b) {
-    BlockCache::Source src;
-    const uint64_t t0 = MonotonicNowNs();
-    auto data = reader_->Get(*f, b, &src);
-    const uint64_t t1 = MonotonicNowNs();
+  iov.reserve(last - first + 1);
+  // Blocks that came from the store and that this read did not cover whole:
+  // the reply puts the pages it covers into the page cache, so pushing a
+  // block the read covered would only copy it there a second time (with
+  // page-sized blocks, every block).
+  std::vector<uint64_t> fresh;
+  int err = 0;
+  for (size_t i = 0; i < wanted.size(); ++i) {
+    const uint64_t b = wanted[i];
+    if (b > last) {  // read ahead: not this read's, pushed if it was fetched
+      tracing_.RecordAccess(*f, b, src[i], 0, pid, latency, status[i].ok(), /*prefetch=*/true);
+      if (status[i].ok() && src[i] == BlockCache::Source::kStore) {
+        f->stats->prefetched.fetch_add(1, std::memory_order_relaxed);
+        fresh.push_back(b);
+      }
+      continue;
+    }
     const uint64_t lo = std::max<uint64_t>(static_cast<uint64_t>(off), b * bs);
     const uint64_t hi = std::min<uint64_t>(end, (b + 1) * bs);
-    tracing_.RecordAccess(*f, b, src, static_cast<uint32_t>(hi - lo), pid, t1 - t0, data.ok());
-    if (!data.ok()) {
-      f->stats->errors.fetch_add(1, std::memory_order_relaxed);
-      return (void)fuse_reply_err(req, StatusToErrno(data.status()));
+    tracing_.RecordAccess(*f, b, src[i], static_cast<uint32_t>(hi - lo), pid, latency,
+                          status[i].ok());
+    if (!status[i].ok()) {
+      if (err == 0) err = StatusToErrno(status[i]);
+      continue;
     }
-    if (src == BlockCache::Source::kStore) fresh.push_back(b);
-    iov.push_back({const_cast<char*>((*data)->data()) + (lo - b * bs), hi - lo});
-    blocks.push_back(std::move(data).value());
+    if (src[i] == BlockCache::Source::kStore && (lo > b * bs || hi < (b + 1) * bs))
+      fresh.push_back(b);
+    iov.push_back({const_cast<char*>(data[i]->data()) + (lo - b * bs), hi - lo});
   }
-  f->stats->read_bytes.fetch_add(end - static_cast<uint64_t>(off), std::memory_order_relaxed);
-  fuse_reply_iov(req, iov.data(), static_cast<int>(iov.size()));
-  if (opts_.push_blocks)
-    for (uint64_t b : fresh) notifier_->Push(f, b);
+  if (err != 0) {
+    f->stats->errors.fetch_add(1, std::memory_order_relaxed);
+    fuse_reply_err(req, err);
+  } else {
+    f->stats->read_bytes.fetch_add(end - static_cast<uint64_t>(off), std::memory_order_relaxed);
+    fuse_reply_iov(req, iov.data(), static_cast<int>(iov.size()));
+  }
+  if (opts_.push_blocks) {
+    for (size_t i = 0; i < fresh.size();) {  // `fresh` is ascending: push runs
+      size_t j = i + 1;
+      while (j < fresh.size() && fresh[j] == fresh[j - 1] + 1) ++j;
+      notifier_->Push(f, fresh[i], j - i);
+      i = j;
+    }
+  }
 }
 
 void PacsetFs::Write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size) {

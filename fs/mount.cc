@@ -2,6 +2,7 @@
 // daemonizing, serving until unmounted; unmounting; helper processes.
 #include <fcntl.h>
 #include <limits.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/mount.h>
@@ -12,12 +13,14 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "fs/control.h"
 #include "fs/internal/filesystem.h"
 #include "fs/internal/log.h"
+#include "fs/internal/serve.h"
 #include "fs/pacsetfs.h"
 #include "store/block_store.h"
 #include "trace/trace_writer.h"
@@ -175,6 +178,20 @@ void Detach() {
 // hears whether the mount came up.
 Status Serve(const MountOptions& opts, const StoreOptions& so, Readiness* ready) {
   PACSET_ASSIGN_OR_RETURN(std::unique_ptr<BlockStore> store, OpenServedStore(opts, so));
+  return fs_internal::ServeStore(opts, std::move(store), [ready] {
+    if (ready) {
+      ready->Report(Status::Ok());
+      Detach();
+    }
+  });
+}
+
+}  // namespace
+
+namespace fs_internal {
+
+Status ServeStore(const MountOptions& opts, std::unique_ptr<BlockStore> store,
+                  const std::function<void()>& on_mounted) {
   std::unique_ptr<TraceWriter> trace;
   if (!opts.trace_path.empty()) {
     PACSET_ASSIGN_OR_RETURN(trace, TraceWriter::Open(opts.trace_path, opts.trace_queue_records));
@@ -199,18 +216,25 @@ Status Serve(const MountOptions& opts, const StoreOptions& so, Readiness* ready)
     fuse_session_destroy(se);
     return Status::IOError("cannot mount on " + opts.mountpoint + " (is /dev/fuse available?)");
   }
-  if (ready) {
-    ready->Report(Status::Ok());
-    Detach();
-  }
+  on_mounted();
 
+  // Cold reads fill the block cache with fresh 4 KiB..1 MiB blocks from up
+  // to max_threads worker threads, each with its own malloc arena: grown a
+  // little at a time, every arena's heap took an mprotect call per few blocks
+  // (a tenth of the daemon's CPU while reading a whole forest, perf). 1 MiB
+  // steps; freed memory an arena keeps on top is bounded by the same pad
+  // (at most 8 arenas per core: 16 MiB on two cores).
+  mallopt(M_TOP_PAD, 1 << 20);
   Status status;
   fs->StartThreads(se);
   Log(LOG_INFO, "serving %s on %s", RedactStoreUri(opts.store_uri).c_str(),
       opts.mountpoint.c_str());
   fuse_loop_config* cfg = fuse_loop_cfg_create();
   fuse_loop_cfg_set_max_threads(cfg, static_cast<unsigned>(opts.max_threads));
-  fuse_loop_cfg_set_idle_threads(cfg, static_cast<unsigned>(std::max(2, opts.max_threads / 2)));
+  // Idle workers stay: a cold burst needs them all again, and libfuse would
+  // otherwise end the ones above the idle limit after every burst and start
+  // new ones at the next.
+  fuse_loop_cfg_set_idle_threads(cfg, static_cast<unsigned>(opts.max_threads));
   const int rc = fuse_session_loop_mt(se, cfg);
   fuse_loop_cfg_destroy(cfg);
   fs->StopThreads();
@@ -225,7 +249,7 @@ Status Serve(const MountOptions& opts, const StoreOptions& so, Readiness* ready)
   return status;
 }
 
-}  // namespace
+}  // namespace fs_internal
 
 Status RunMount(const MountOptions& in) {
   MountOptions opts = in;
@@ -255,6 +279,10 @@ Status RunMount(const MountOptions& in) {
   // One store call must fit well inside the fetch deadline.
   so.io_timeout_ms = std::clamp(opts.store_timeout_ms / 2, 100, 5000);
   so.connect_timeout_ms = so.io_timeout_ms;
+  // The daemon caches verified blocks itself (and the kernel the table
+  // files): a RocksDB block cache would hold a third copy of each, and would
+  // keep a `drop` from making a forest cold.
+  so.rocksdb_block_cache_bytes = 0;
   if (!opts.password_file.empty()) {
     PACSET_ASSIGN_OR_RETURN(so.password, ReadPasswordFile(opts.password_file));
   }

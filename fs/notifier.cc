@@ -37,13 +37,14 @@ void Notifier::Stop() {
     if (w.kind == Work::Kind::kInvalidate) Run(w);
 }
 
-void Notifier::Push(const std::shared_ptr<ForestInode>& f, uint64_t block) noexcept {
-  Work w{Work::Kind::kPush, f, block, {}, {}};
+void Notifier::Push(const std::shared_ptr<ForestInode>& f, uint64_t block,
+                    uint64_t count) noexcept {
+  Work w{Work::Kind::kPush, f, block, count, {}, {}};
   EnqueueBestEffort(std::move(w));
 }
 
 void Notifier::PrefetchBins(const std::shared_ptr<ForestInode>& f) noexcept {
-  Work w{Work::Kind::kPrefetchBins, f, 0, {}, {}};
+  Work w{Work::Kind::kPrefetchBins, f, 0, 1, {}, {}};
   EnqueueBestEffort(std::move(w));
 }
 
@@ -63,7 +64,7 @@ void Notifier::Invalidate(std::vector<std::shared_ptr<ForestInode>> inodes,
                           std::function<void()> then) {
   {
     MutexLock lock(&mu_);
-    queue_.push_back({Work::Kind::kInvalidate, nullptr, 0, std::move(inodes), std::move(then)});
+    queue_.push_back({Work::Kind::kInvalidate, nullptr, 0, 1, std::move(inodes), std::move(then)});
   }
   cv_.SignalAll();
 }
@@ -75,6 +76,31 @@ void Notifier::PushToKernel(const ForestInode& f, uint64_t block, const BlockDat
   const int rc = fuse_lowlevel_notify_store(se_, f.ino, block * f.info.block_size, &bv,
                                             static_cast<fuse_buf_copy_flags>(0));
   if (rc == 0) f.stats->pushed.fetch_add(1, std::memory_order_relaxed);
+}
+
+// One notification for a run of blocks (a window read ahead): the kernel
+// takes one copy of the run instead of a round trip per block.
+void Notifier::PushRun(const ForestInode& f, uint64_t block, uint64_t count) {
+  if (count == 1) {
+    // Usually a cache hit (it was just fetched); not counted as a read.
+    auto d = reader_->GetUncounted(f, block);
+    if (d.ok()) PushToKernel(f, block, *d);
+    return;
+  }
+  if (!se_) return;
+  std::string run;
+  run.reserve(count * f.info.block_size);
+  for (uint64_t b = block; b < block + count; ++b) {
+    auto d = reader_->GetUncounted(f, b);
+    if (!d.ok()) break;
+    run += **d;
+  }
+  if (run.empty()) return;
+  fuse_bufvec bv = FUSE_BUFVEC_INIT(run.size());
+  bv.buf[0].mem = run.data();
+  const int rc = fuse_lowlevel_notify_store(se_, f.ino, block * f.info.block_size, &bv,
+                                            static_cast<fuse_buf_copy_flags>(0));
+  if (rc == 0) f.stats->pushed.fetch_add(run.size() / f.info.block_size, std::memory_order_relaxed);
 }
 
 void Notifier::DoPrefetchBins(const std::shared_ptr<ForestInode>& f) {
@@ -99,12 +125,9 @@ void Notifier::DoPrefetchBins(const std::shared_ptr<ForestInode>& f) {
 void Notifier::Run(Work& w) noexcept {
   try {
     switch (w.kind) {
-      case Work::Kind::kPush: {
-        // Usually a cache hit (it was just fetched); not counted as a read.
-        auto d = reader_->GetUncounted(*w.inode, w.block);
-        if (d.ok()) PushToKernel(*w.inode, w.block, *d);
+      case Work::Kind::kPush:
+        PushRun(*w.inode, w.block, w.count);
         break;
-      }
       case Work::Kind::kPrefetchBins:
         DoPrefetchBins(w.inode);
         break;

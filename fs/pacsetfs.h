@@ -15,7 +15,9 @@
 // generation, open files and live mappings keep theirs (pinned in the store
 // until released). Kernel readahead is off, so an mmap reader pulls only the
 // pages it touches; a freshly fetched block is then pushed whole into the
-// page cache so the reader's next faults in it cost no request.
+// page cache so the reader's next faults in it cost no request. Many reads
+// are served at once (64 workers by default); a sequential reader gets the
+// blocks ahead of it fetched in one store call and pushed the same way.
 //
 // Design notes: fs/DESIGN.md.
 #pragma once
@@ -45,7 +47,7 @@ struct MountOptions {
   bool push_blocks = true;       // push fetched blocks whole into the page cache
   bool prefetch_bins = false;    // at open, fetch metadata and bin blocks ahead
   uint32_t max_readahead = 0;    // kernel readahead in bytes (0: exact page faults)
-  int max_threads = 16;
+  int max_threads = 64;  // FUSE workers: above the engine's 32 blocks in flight (fs/DESIGN.md)
 };
 
 // Parses a comma-separated -o list into `opts`. Mount-table options that

@@ -21,7 +21,8 @@ if [ "${PACSET_SKIP_SANITIZERS:-0}" != 1 ]; then
     -DPACSET_SANITIZE=address,undefined -DPACSET_BUILD_BENCHMARKS=OFF -DPACSET_BUILD_PYTHON=OFF >/dev/null
   cmake --build build-asan -j"$(nproc)"
   export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
-  for t in pacset_unit_tests pacset_store_tests pacset_trace_tests pacset_fs_tests; do
+  for t in pacset_unit_tests pacset_store_tests pacset_trace_tests pacset_fs_tests \
+    pacset_fs_mount_tests; do
     ASAN_OPTIONS=detect_leaks=1 build-asan/tests/$t --gtest_brief=1
   done
   # The daemon and the engine under the sanitizers, on real mounts.
@@ -37,9 +38,9 @@ if [ "${PACSET_SKIP_SANITIZERS:-0}" != 1 ]; then
   cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DPACSET_SANITIZE=thread -DPACSET_BUILD_BENCHMARKS=OFF -DPACSET_BUILD_PYTHON=OFF >/dev/null
   cmake --build build-tsan -j"$(nproc)" --target pacset_store_tests pacset_trace_tests \
-    pacset_fs_tests pacset pacsetfs pacset-trace
+    pacset_fs_tests pacset_fs_mount_tests pacset pacsetfs pacset-trace
   export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/tsan.supp"
-  for t in pacset_fs_tests pacset_store_tests pacset_trace_tests; do
+  for t in pacset_fs_tests pacset_fs_mount_tests pacset_store_tests pacset_trace_tests; do
     build-tsan/tests/$t --gtest_brief=1
   done
   /usr/bin/python3 tests/fs/fs_test.py --pacset build-tsan/tools/pacset \

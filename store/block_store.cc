@@ -64,6 +64,17 @@ Status BlockStore::MultiGet(const ForestInfo& forest, const std::vector<uint64_t
   return Status::Ok();
 }
 
+void BlockStore::GetMany(const ForestInfo& forest, const std::vector<uint64_t>& blocks,
+                         std::vector<std::string>* out, std::vector<Status>* status) {
+  if (MultiGet(forest, blocks, out).ok()) {
+    status->assign(blocks.size(), Status::Ok());
+    return;
+  }
+  out->assign(blocks.size(), std::string());
+  status->clear();
+  for (size_t i = 0; i < blocks.size(); ++i) status->push_back(Get(forest, blocks[i], &(*out)[i]));
+}
+
 Status ValidateForestName(const std::string& name) {
   auto bad = [&](const std::string& why) {
     return Status::InvalidArgument("invalid forest name: " + why +

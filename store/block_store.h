@@ -154,6 +154,13 @@ class BlockStore {
   Status Get(const ForestInfo& forest, uint64_t block, std::string* out);
   Status MultiGet(const ForestInfo& forest, const std::vector<uint64_t>& blocks,
                   std::vector<std::string>* out);
+  // Like MultiGet with one outcome per block: (*status)[i] is OK when
+  // (*out)[i] holds block blocks[i], else that block's own error. One backend
+  // call for the whole batch (RocksDB MultiGet, a redis pipeline, preads);
+  // only when it fails is each block read on its own, so a bad block fails
+  // itself alone.
+  void GetMany(const ForestInfo& forest, const std::vector<uint64_t>& blocks,
+               std::vector<std::string>* out, std::vector<Status>* status);
 
   // Removes `name` from the catalog; its generations become garbage once unpinned.
   virtual Status Delete(const std::string& name) = 0;

@@ -419,12 +419,27 @@ Status DirStore::ReadBlocks(const ForestInfo& forest, const std::vector<uint64_t
   PACSET_ASSIGN_OR_RETURN(std::shared_ptr<UniqueFd> fd,
                           OpenGeneration(forest.name, forest.generation, blocks.front()));
   out->resize(blocks.size());
-  for (size_t i = 0; i < blocks.size(); ++i) {
-    std::string& b = (*out)[i];
-    b.resize(forest.block_size);
-    PACSET_RETURN_IF_ERROR(PreadFull(
-        fd->get(), b.data(), forest.block_size, blocks[i] * uint64_t{forest.block_size},
-        "block " + std::to_string(blocks[i]) + " of " + GenFile(forest.name, forest.generation)));
+  const uint64_t bs = forest.block_size;
+  std::string run;
+  // A run of adjacent blocks (a reader's window ahead) is one pread.
+  for (size_t i = 0; i < blocks.size();) {
+    size_t j = i + 1;
+    while (j < blocks.size() && blocks[j] == blocks[j - 1] + 1) ++j;
+    auto what = [&] {
+      return (j - i == 1
+                  ? "block " + std::to_string(blocks[i])
+                  : "blocks " + std::to_string(blocks[i]) + ".." + std::to_string(blocks[j - 1])) +
+             " of " + GenFile(forest.name, forest.generation);
+    };
+    if (j - i == 1) {
+      (*out)[i].resize(bs);
+      PACSET_RETURN_IF_ERROR(PreadFull(fd->get(), (*out)[i].data(), bs, blocks[i] * bs, what()));
+    } else {
+      run.resize((j - i) * bs);
+      PACSET_RETURN_IF_ERROR(PreadFull(fd->get(), run.data(), run.size(), blocks[i] * bs, what()));
+      for (size_t k = i; k < j; ++k) (*out)[k].assign(run, (k - i) * bs, bs);
+    }
+    i = j;
   }
   return Status::Ok();
 }

@@ -84,6 +84,14 @@ Status FaultInjectionStore::ReadBlocks(const ForestInfo& forest,
                                        std::vector<std::string>* out) {
   ++read_calls_;
   blocks_read_ += blocks.size();
+  const int64_t now = ++in_flight_;
+  int64_t seen = max_in_flight_.load();
+  while (now > seen && !max_in_flight_.compare_exchange_weak(seen, now)) {
+  }
+  struct Leave {
+    std::atomic<int64_t>* n;
+    ~Leave() { --*n; }
+  } leave{&in_flight_};
   int delay_ms;
   std::vector<size_t> corrupt;
   {

@@ -53,6 +53,9 @@ class FaultInjectionStore final : public BlockStore {
   // Counters of reads that reached this store (including failed ones).
   uint64_t read_calls() const { return read_calls_.load(); }
   uint64_t blocks_read() const { return blocks_read_.load(); }
+  // The most reads (ReadBlocks calls, delay included) that were under way at
+  // once: how many reads a caller keeps in flight.
+  int64_t max_reads_in_flight() const { return max_in_flight_.load(); }
   uint64_t puts() const { return puts_.load(); }
   // Pin calls that started, and pins held now (successful Pins minus Unpins).
   uint64_t pin_calls() const { return pin_calls_.load(); }
@@ -94,6 +97,8 @@ class FaultInjectionStore final : public BlockStore {
 
   std::atomic<uint64_t> read_calls_{0};
   std::atomic<uint64_t> blocks_read_{0};
+  std::atomic<int64_t> in_flight_{0};
+  std::atomic<int64_t> max_in_flight_{0};
   std::atomic<uint64_t> puts_{0};
   std::atomic<uint64_t> pin_calls_{0};
   std::atomic<int64_t> pins_held_{0};

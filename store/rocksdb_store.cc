@@ -282,6 +282,11 @@ rocksdb::Options RocksDbStore::MakeOptions() const {
   rocksdb::Options o;
   o.create_if_missing = !options_.read_only;
   o.max_open_files = -1;  // required by secondary instances; keeps table readers open
+  // Table files get the kernel's readahead: a forest's blocks are stored in
+  // block order and the blocks a row needs cluster, so a cold read often
+  // brings its neighbours (bench/cold_bench.py --mount, 2026-12-01: median
+  // cold fetch 250 us -> 10 us through pacsetfs, one row 85-95 -> 56-66 ms).
+  o.advise_random_on_open = false;
   o.max_background_jobs = 2;
   o.write_buffer_size = 64u << 20;
   o.max_write_buffer_number = 3;

@@ -84,6 +84,60 @@ TEST(BlockCache, ConcurrentMissesOfOneBlockFetchItOnce) {
   EXPECT_EQ(joined.load(), 7);
 }
 
+TEST(BlockCache, ABatchFetchesItsMissesInOneCallJoinsOthersAndNeverWaitsFirst) {
+  BlockCache cache(1 << 20);
+  ASSERT_TRUE(cache
+                  .GetOrFetch({1, 1, 0},
+                              [](std::string* out) {
+                                *out = MakeBlock(kBs, 0, 1);
+                                return Status::Ok();
+                              })
+                  .ok());
+  // Block 1 is being fetched by another caller, who waits until the batch
+  // below has fetched its own misses: a batch that waited for it first
+  // would never get there.
+  std::atomic<bool> batch_fetched{false}, other_started{false};
+  std::thread other([&] {
+    auto r = cache.GetOrFetch({1, 1, 1}, [&](std::string* out) {
+      other_started = true;
+      while (!batch_fetched) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      *out = MakeBlock(kBs, 1, 1);
+      return Status::Ok();
+    });
+    EXPECT_TRUE(r.ok());
+  });
+  while (!other_started) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  int calls = 0;
+  std::vector<size_t> asked;
+  std::vector<BlockData> data;
+  std::vector<Status> status;
+  std::vector<BlockCache::Source> source;
+  cache.GetOrFetchMany(
+      {{1, 1, 0}, {1, 1, 1}, {1, 1, 2}, {1, 1, 3}},
+      [&](const std::vector<size_t>& which, std::vector<std::string>* out,
+          std::vector<Status>* st) {
+        ++calls;
+        asked = which;
+        (*out)[0] = MakeBlock(kBs, 2, 1);
+        (*st)[1] = Status::Corruption("block 3: checksum mismatch");
+        batch_fetched = true;
+      },
+      &data, &status, &source);
+  other.join();
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(asked, (std::vector<size_t>{2, 3}));
+  EXPECT_EQ(source, (std::vector<BlockCache::Source>{
+                        BlockCache::Source::kCache, BlockCache::Source::kJoined,
+                        BlockCache::Source::kStore, BlockCache::Source::kStore}));
+  ASSERT_TRUE(status[0].ok() && status[1].ok() && status[2].ok());
+  EXPECT_EQ(*data[0], MakeBlock(kBs, 0, 1));
+  EXPECT_EQ(*data[1], MakeBlock(kBs, 1, 1));
+  EXPECT_EQ(*data[2], MakeBlock(kBs, 2, 1));
+  EXPECT_EQ(status[3].code(), StatusCode::kCorruption);
+  EXPECT_EQ(data[3], nullptr);
+  EXPECT_EQ(cache.bytes(), 3 * kBs);  // the failed block is not cached
+}
+
 TEST(BlockCache, FailedFetchIsSharedByWaitersAndNotCached) {
   BlockCache cache(1 << 20);
   int fetches = 0;

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "fs/block_cache.h"
 #include "fs/internal/inodes.h"
@@ -33,11 +34,24 @@ class BlockReader {
 
   // Block `block` of `f`, counted in f's stats by where it came from.
   StatusOr<BlockData> Get(const ForestInode& f, uint64_t block, BlockCache::Source* src);
+  // Blocks `blocks` of `f` like Get, those not cached fetched with one store
+  // call (BlockStore::GetMany). Of the first `needed` blocks, one that fails
+  // in the batch is fetched again on its own, with Get's retries, deadline
+  // and log line, and fails alone; the rest are read ahead, best effort (a
+  // failure is not retried, so it never holds up the blocks that are needed,
+  // and not cached, so the next access tries again). One entry per block in
+  // `data` (null on failure), `status`, `src`.
+  void GetMany(const ForestInode& f, const std::vector<uint64_t>& blocks, size_t needed,
+               std::vector<BlockData>* data, std::vector<Status>* status,
+               std::vector<BlockCache::Source>* src);
   // Like Get, without counting (background pushes of blocks just fetched).
   StatusOr<BlockData> GetUncounted(const ForestInode& f, uint64_t block);
 
  private:
   Status Fetch(const ForestInode& f, uint64_t block, std::string* out);
+  // Counts one block in f's stats by where it came from (`data` null: failed).
+  static void Count(const ForestInode& f, BlockCache::Source src, const std::string* data,
+                    uint64_t fetch_ns);
 
   BlockStore* const store_;
   BlockCache* const cache_;

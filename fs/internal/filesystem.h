@@ -23,6 +23,7 @@
 #include "fs/internal/forest_table.h"
 #include "fs/internal/inodes.h"
 #include "fs/internal/notifier.h"
+#include "fs/internal/readahead.h"
 #include "fs/internal/tracing.h"
 #include "fs/pacsetfs.h"
 #include "fs/stats.h"
@@ -82,6 +83,7 @@ class PacsetFs {
   BlockCache cache_;
   MountStats stats_;
   Tracing tracing_;
+  SequentialReads sequential_;
   std::unique_ptr<ForestTable> table_;
   std::unique_ptr<BlockReader> reader_;
   std::unique_ptr<Notifier> notifier_;

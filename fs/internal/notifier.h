@@ -45,7 +45,9 @@ class Notifier {
   void Stop() EXCLUDES(mu_);
 
   // Best effort: dropped when 4096 pushes are already queued.
-  void Push(const std::shared_ptr<ForestInode>& f, uint64_t block) noexcept EXCLUDES(mu_);
+  // Pushes blocks [block, block + count) (one notification for the run).
+  void Push(const std::shared_ptr<ForestInode>& f, uint64_t block, uint64_t count = 1) noexcept
+      EXCLUDES(mu_);
   void PrefetchBins(const std::shared_ptr<ForestInode>& f) noexcept EXCLUDES(mu_);
   // Drops every page of `inodes` from the page cache (even from live
   // mappings), then calls `then` on the notifier thread. Never dropped:
@@ -58,6 +60,7 @@ class Notifier {
     enum class Kind { kPush, kPrefetchBins, kInvalidate } kind;
     std::shared_ptr<ForestInode> inode;                // kPush, kPrefetchBins
     uint64_t block = 0;                                // kPush
+    uint64_t count = 1;                                // kPush
     std::vector<std::shared_ptr<ForestInode>> inodes;  // kInvalidate
     std::function<void()> then;                        // kInvalidate
   };
@@ -65,6 +68,7 @@ class Notifier {
   void Loop() EXCLUDES(mu_);
   void Run(Work& w) noexcept;
   void PushToKernel(const ForestInode& f, uint64_t block, const BlockData& data);
+  void PushRun(const ForestInode& f, uint64_t block, uint64_t count);
   void DoPrefetchBins(const std::shared_ptr<ForestInode>& f);
 
   fuse_session* const se_;

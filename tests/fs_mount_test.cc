@@ -1,0 +1,212 @@
+// pacsetfs on a real FUSE mount served by this process (fs/internal/serve.h),
+// over a real directory store behind FaultInjectionStore: how many reads
+// reach the store at once, and what one failing block does to the reads
+// around it. Needs root and /dev/fuse (skipped without them); like every
+// mount test, run one at a time (ctest RUN_SERIAL).
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <fstream>
+#include <future>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "fs/internal/serve.h"
+#include "store/fault_injection_store.h"
+#include "testkit/store_test_util.h"
+
+namespace pacset {
+namespace {
+
+using store_test::MakeBlock;
+using store_test::TempDir;
+using store_test::WriteForest;
+
+constexpr uint32_t kBs = 4096;
+constexpr uint64_t kBlocks = 256;
+
+// A forest "f" of kBlocks blocks in a dir: store, served on a mount in a
+// temp dir by a thread of this test; unmounted (and the thread joined) at
+// the end, whatever happens.
+class ServedMount {
+ public:
+  explicit ServedMount(int store_timeout_ms = 10000) {
+    auto real = OpenBlockStore("dir:" + dir_.path() + "/store");
+    EXPECT_TRUE(real.ok()) << real.status().ToString();
+    EXPECT_TRUE(WriteForest(**real, "f", kBs, kBlocks, &gen_).ok());
+    auto fault = std::make_unique<FaultInjectionStore>(std::move(*real));
+    store_ = fault.get();
+    mountpoint_ = dir_.path() + "/mnt";
+    ::mkdir(mountpoint_.c_str(), 0755);
+    MountOptions opts;
+    opts.mountpoint = mountpoint_;
+    opts.store_uri = "dir:" + dir_.path() + "/store";
+    opts.foreground = true;
+    opts.store_timeout_ms = store_timeout_ms;
+    std::promise<bool> up;
+    std::future<bool> mounted = up.get_future();
+    server_ = std::thread([this, opts, fault = std::move(fault), up = std::move(up)]() mutable {
+      bool told = false;
+      served_ = fs_internal::ServeStore(opts, std::move(fault), [&] {
+        told = true;
+        up.set_value(true);
+      });
+      if (!told) up.set_value(false);
+    });
+    if (mounted.wait_for(std::chrono::seconds(20)) != std::future_status::ready || !mounted.get()) {
+      ADD_FAILURE() << "the mount did not come up: " << served_.ToString();
+      return;
+    }
+    ok_ = true;
+  }
+  ~ServedMount() {
+    if (server_.joinable()) {
+      if (::umount2(mountpoint_.c_str(), 0) != 0) ::umount2(mountpoint_.c_str(), MNT_DETACH);
+      server_.join();
+    }
+  }
+  bool ok() const { return ok_; }
+  std::string file() const { return mountpoint_ + "/f.pac"; }
+  std::string stats_file() const { return mountpoint_ + "/.pacsetfs/stats"; }
+  // Valid while mounted (the mount owns it).
+  FaultInjectionStore* store() const { return store_; }
+  std::string Block(uint64_t b) const { return MakeBlock(kBs, b, gen_); }
+
+ private:
+  TempDir dir_;
+  uint64_t gen_ = 0;
+  FaultInjectionStore* store_ = nullptr;
+  std::string mountpoint_;
+  std::thread server_;
+  Status served_;
+  bool ok_ = false;
+};
+
+bool CanMount() { return ::geteuid() == 0 && ::access("/dev/fuse", R_OK | W_OK) == 0; }
+
+// Reads `len` bytes at `off` in one pread; the bytes read, or -errno.
+ssize_t ReadAt(int fd, std::string* out, size_t len, uint64_t off) {
+  out->assign(len, '\0');
+  const ssize_t n = ::pread(fd, out->data(), len, static_cast<off_t>(off));
+  if (n < 0) return -errno;
+  out->resize(static_cast<size_t>(n));
+  return n;
+}
+
+TEST(PacsetfsMount, ConcurrentPreadsOfOneFileReachTheStoreAtOnce) {
+  if (!CanMount()) GTEST_SKIP() << "needs root and /dev/fuse";
+  ServedMount m;
+  ASSERT_TRUE(m.ok());
+  // Slow enough that every reader's request is in the store before the first
+  // returns: the count below is how many the kernel and the daemon let through.
+  m.store()->DelayReads(300);
+  const int fd = ::open(m.file().c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0) << strerror(errno);
+  constexpr int kReaders = 48;  // more than the engine's 32 blocks in flight
+  std::atomic<int> ready{0};
+  std::vector<std::string> got(kReaders);
+  std::vector<ssize_t> n(kReaders);
+  std::vector<std::thread> readers;
+  for (int i = 0; i < kReaders; ++i) {
+    readers.emplace_back([&, i] {
+      ++ready;
+      while (ready.load() < kReaders) std::this_thread::yield();
+      // One block each, none adjacent to another's: a selective reader.
+      n[i] = ReadAt(fd, &got[i], kBs, (5 * static_cast<uint64_t>(i) + 3) * kBs);
+    });
+  }
+  for (auto& t : readers) t.join();
+  ::close(fd);
+  for (int i = 0; i < kReaders; ++i) {
+    ASSERT_EQ(n[i], static_cast<ssize_t>(kBs)) << "reader " << i;
+    EXPECT_TRUE(got[i] == m.Block(5 * i + 3)) << "reader " << i << " got other bytes";
+  }
+  EXPECT_EQ(m.store()->blocks_read(), static_cast<uint64_t>(kReaders));
+  // 16 was the old worker count; the kernel's own default is 12 in flight.
+  EXPECT_GE(m.store()->max_reads_in_flight(), 32);
+}
+
+TEST(PacsetfsMount, ABlockFailingInABatchFailsOnlyTheReadsThatNeedItAndIsLogged) {
+  if (!CanMount()) GTEST_SKIP() << "needs root and /dev/fuse";
+  ServedMount m;
+  ASSERT_TRUE(m.ok());
+  // Block 40 fails verification every time; block 90 is missing from the store.
+  m.store()->CorruptBlock(40);
+  m.store()->FailBlockReads(90, StatusCode::kNotFound);
+  const int fd = ::open(m.file().c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0) << strerror(errno);
+  testing::internal::CaptureStderr();
+  // One read of the first 128 blocks: the kernel sends it a page at a time,
+  // and the daemon fetches ahead in batches, which include blocks 40 and 90.
+  std::string whole;
+  const ssize_t n = ReadAt(fd, &whole, 128 * kBs, 0);
+  // Meanwhile and after: reads of single blocks, good and bad.
+  std::string one;
+  const ssize_t at39 = ReadAt(fd, &one, kBs, 39 * kBs);
+  const std::string block39 = one;
+  const ssize_t at40 = ReadAt(fd, &one, kBs, 40 * kBs);
+  const ssize_t at41 = ReadAt(fd, &one, kBs, 41 * kBs);
+  const std::string block41 = one;
+  const ssize_t at90 = ReadAt(fd, &one, kBs, 90 * kBs);
+  const ssize_t at91 = ReadAt(fd, &one, kBs, 91 * kBs);
+  const std::string block91 = one;
+  std::string rest;
+  const ssize_t tail = ReadAt(fd, &rest, (kBlocks - 100) * kBs, 100 * kBs);
+  ::close(fd);
+  const std::string log = testing::internal::GetCapturedStderr();
+
+  // The big read stops short at the bad block, with everything before it right.
+  ASSERT_EQ(n, static_cast<ssize_t>(40 * kBs));
+  for (uint64_t b = 0; b < 40; ++b)
+    ASSERT_TRUE(whole.compare(b * kBs, kBs, m.Block(b)) == 0) << "block " << b;
+  EXPECT_EQ(at39, static_cast<ssize_t>(kBs));
+  EXPECT_TRUE(block39 == m.Block(39));
+  EXPECT_EQ(at40, -EIO);
+  EXPECT_EQ(at41, static_cast<ssize_t>(kBs));
+  EXPECT_TRUE(block41 == m.Block(41));
+  EXPECT_EQ(at90, -EIO);
+  EXPECT_EQ(at91, static_cast<ssize_t>(kBs));
+  EXPECT_TRUE(block91 == m.Block(91));
+  ASSERT_EQ(tail, static_cast<ssize_t>((kBlocks - 100) * kBs));
+  for (uint64_t b = 100; b < kBlocks; ++b)
+    ASSERT_TRUE(rest.compare((b - 100) * kBs, kBs, m.Block(b)) == 0) << "block " << b;
+  // One clear line per bad block, naming it.
+  EXPECT_NE(log.find("'f' generation 1 block 40"), std::string::npos) << log;
+  EXPECT_NE(log.find("'f' generation 1 block 90"), std::string::npos) << log;
+}
+
+TEST(PacsetfsMount, ABlockFailingAheadOfASequentialReaderIsNotRetriedAndFailsNoRead) {
+  if (!CanMount()) GTEST_SKIP() << "needs root and /dev/fuse";
+  ServedMount m;
+  ASSERT_TRUE(m.ok());
+  // Block 60 answers with an I/O error, which a read that needs it would
+  // retry until the deadline (10 s): the reader below never asks for it.
+  m.store()->FailBlockReads(60, StatusCode::kIOError);
+  const int fd = ::open(m.file().c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0) << strerror(errno);
+  std::string got;
+  const ssize_t n = ReadAt(fd, &got, 50 * kBs, 0);  // the window ahead reaches past 60
+  ::close(fd);
+  ASSERT_EQ(n, static_cast<ssize_t>(50 * kBs));
+  for (uint64_t b = 0; b < 50; ++b)
+    ASSERT_TRUE(got.compare(b * kBs, kBs, m.Block(b)) == 0) << "block " << b;
+  EXPECT_GT(m.store()->blocks_read(), 60u);  // block 60 was asked for, ahead
+  std::ifstream stats(m.stats_file());
+  const auto json = nlohmann::json::parse(stats);
+  const auto& f = json["forests"]["f"];
+  EXPECT_EQ(f["store_retries"].get<uint64_t>(), 0u) << f.dump();
+  EXPECT_EQ(f["errors"].get<uint64_t>(), 0u) << f.dump();
+  EXPECT_GT(f["prefetched_blocks"].get<uint64_t>(), 0u) << f.dump();
+}
+
+}  // namespace
+}  // namespace pacset
