@@ -71,7 +71,7 @@ TEST_P(EveryLayout, PredictsExactlyLikeTheInMemoryForest) {
   ASSERT_TRUE(f.Validate().ok()) << f.Validate().ToString();
   const RowMatrix rows = MakeAdversarialRows(f, 300, 11);
   for (LayoutKind layout : AllLayoutKinds()) {
-    for (uint32_t bs : {4096u, 8192u, 65536u}) {
+    for (uint32_t bs : {256u, 4096u, 8192u, 65536u}) {
       for (uint32_t depth : {kChooseBins, 1u, 2u, 3u}) {
         if (!LayoutHasBins(layout) && depth != kChooseBins) continue;
         for (bool wide : {false, true}) {
