@@ -110,8 +110,8 @@ Status CheckMagicAndVersion(const char* src, const std::string& what) {
   const uint32_t version = GetField<uint32_t>(src, 8);
   if (version < 1 || version > kPacVersion)
     return Status::NotSupported(what + ": .pac format version " + std::to_string(version) +
-                                " (this pacset reads versions 1 to " +
-                                std::to_string(kPacVersion) + ")");
+                                " (this pacset reads versions 1 to " + std::to_string(kPacVersion) +
+                                ")");
   return Status::Ok();
 }
 
@@ -170,7 +170,8 @@ StatusOr<PacHeader> PacHeader::DecodeFrom(const char* src, size_t avail, const s
   // a version-1 reader would misread anything else.
   if (h.version == 1 && (h.block_size < kPacVersion1MinBlockSize || size > h.payload_size()))
     return bad("a version 1 file with " + std::to_string(h.block_size) + "-byte blocks and a " +
-               std::to_string(size) + "-byte header (version 1 needs 4 KiB blocks or more and "
+               std::to_string(size) +
+               "-byte header (version 1 needs 4 KiB blocks or more and "
                "the header in block 0)");
   h.block_count = GetField<uint64_t>(src, 24);
   h.task = static_cast<uint8_t>(src[32]);

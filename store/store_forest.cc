@@ -5,6 +5,7 @@
 #include "layout/pac_file.h"
 #include "store/internal/codec.h"
 #include "store/internal/store_block_source.h"
+#include "util/le_fields.h"
 
 namespace pacset {
 
@@ -13,10 +14,6 @@ using store_internal::StoreBlockSource;
 
 namespace {
 
-// The first read at open takes this many bytes of leading blocks: the whole
-// header at any block size, and all metadata of small forests, in one round
-// trip instead of two or three.
-constexpr uint64_t kFirstMetadataRead = 4096;
 // A round reads at most this many blocks, and at most this many bytes.
 constexpr uint32_t kMaxBlocksPerRound = 4096;
 constexpr uint64_t kMaxBytesPerRound = 64ull << 20;
@@ -32,21 +29,26 @@ Status ReadInto(StoreBlockSource& source, uint64_t first, uint64_t end, std::str
   return Status::Ok();
 }
 
-// The metadata blocks [0, node_first_block) of `info`, in at most three
-// rounds (usually one or two).
+// The metadata blocks [0, node_first_block) of `info`, in two reads: block
+// 0, whose fixed header says how far the header and the metadata go, then
+// the rest. No node block is read here: a corrupt one must fail only the
+// walks that need it, not the open.
 StatusOr<std::string> ReadMetadata(StoreBlockSource& source, const ForestInfo& info,
                                    const std::string& what) {
   const uint64_t bs = info.block_size;
   std::string meta;
-  PACSET_RETURN_IF_ERROR(ReadInto(
-      source, 0, std::min(info.block_count, std::max<uint64_t>(1, kFirstMetadataRead / bs)),
-      &meta));
+  PACSET_RETURN_IF_ERROR(ReadInto(source, 0, 1, &meta));
   PACSET_ASSIGN_OR_RETURN(const uint64_t header_bytes,
                           HeaderFileBytes(meta.data(), meta.size(), what));
   if (header_bytes > info.size_bytes)
     return Status::Corruption(what + ": its header needs " + std::to_string(header_bytes) +
                               " bytes, the forest has " + std::to_string(info.size_bytes));
-  PACSET_RETURN_IF_ERROR(ReadInto(source, meta.size() / bs, header_bytes / bs, &meta));
+  // node_first_block (FORMAT.md section 2, offset 96), checked with the rest
+  // of the header by DecodeFromFile below.
+  const uint64_t claimed_meta_blocks =
+      std::min(GetField<uint64_t>(meta.data(), 96), info.block_count);
+  PACSET_RETURN_IF_ERROR(
+      ReadInto(source, 1, std::max(header_bytes / bs, claimed_meta_blocks), &meta));
   PACSET_ASSIGN_OR_RETURN(PacHeader h, PacHeader::DecodeFromFile(meta.data(), meta.size(), what));
   if (h.block_size != info.block_size || h.block_count != info.block_count)
     return Status::Corruption(what + ": its header says " + std::to_string(h.block_count) +
@@ -107,8 +109,9 @@ StatusOr<std::unique_ptr<StoreForest>> StoreForest::Open(std::shared_ptr<BlockSt
   std::unique_ptr<BlockSource> owned = std::move(source);
   PACSET_ASSIGN_OR_RETURN(
       f->engine_,
-      PacEngine::FromFile(std::move(file), eo,
-                          [&owned](const PacFile&, const EngineOptions&) { return std::move(owned); }));
+      PacEngine::FromFile(std::move(file), eo, [&owned](const PacFile&, const EngineOptions&) {
+        return std::move(owned);
+      }));
   return f;
 }
 

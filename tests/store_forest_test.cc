@@ -119,8 +119,8 @@ TEST_P(StoreForestTest, PredictsExactlyLikeTheInMemoryForestFrom256BTo64KiBBlock
     const Forest f = TestForest(flavor);
     const RowMatrix rows = MakeAdversarialRows(f, 150, 5);
     for (uint32_t bs : {256u, 1024u, 4096u, 65536u}) {
-      const std::string name = "f" + std::to_string(static_cast<int>(flavor)) + "-" +
-                               std::to_string(bs);
+      const std::string name =
+          "f" + std::to_string(static_cast<int>(flavor)) + "-" + std::to_string(bs);
       Import(name, f, bs);
       auto forest = OpenForest(name);
       ASSERT_NE(forest, nullptr);
@@ -202,6 +202,7 @@ TEST_P(StoreForestTest, ACorruptNodeBlockIsAnErrorNamingItAndACorruptHeaderFails
                              " block " + std::to_string(first_node_block)),
             std::string::npos)
       << s.message();
+  forest.reset();  // it shares the store
   store_.reset();
   ASSERT_EQ(env_->CorruptStoredBlock(*info, 0), "");
   Open();

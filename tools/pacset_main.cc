@@ -38,7 +38,9 @@ void AddPackOptions(CLI::App* app, pacset::PackCliOptions* o) {
          "--layout", o->layout,
          "bfs, dfs, wdfs, block-wdfs, bin-bfs, bin-dfs, bin-wdfs, bin-block-wdfs or pacset")
       ->default_val("pacset");
-  app->add_option("--block-size", o->block_size, "Block size: 256 .. 1MiB, a power of two (below 4KiB: read straight from a store, not through a mount)")
+  app->add_option("--block-size", o->block_size,
+                  "Block size: 256 .. 1MiB, a power of two (below 4KiB: read straight from a "
+                  "store, not through a mount)")
       ->default_val("64KiB");
   app->add_option("--bin-depth", o->bin_depth,
                   "Levels per interleaved bin, 1..16 (auto: the fewest blocks per row; pacset "

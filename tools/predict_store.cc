@@ -38,14 +38,13 @@ Status CheckStoreOptions(const PredictOptions& opts) {
 void ReportStoreStats(const PredictOptions& opts, const StoreForest& forest) {
   if (!opts.timing) return;
   const StoreReadStats s = forest.read_stats();
-  std::fprintf(stderr,
-               "predict: read %llu blocks (%llu bytes) from the store in %llu rounds, %llu "
-               "MultiGets (metadata included); %llu bytes cached, %llu blocks evicted\n",
-               static_cast<unsigned long long>(s.blocks), static_cast<unsigned long long>(s.bytes),
-               static_cast<unsigned long long>(s.rounds),
-               static_cast<unsigned long long>(s.multigets),
-               static_cast<unsigned long long>(s.cached_bytes),
-               static_cast<unsigned long long>(s.evicted));
+  std::fprintf(
+      stderr,
+      "predict: read %llu blocks (%llu bytes) from the store in %llu rounds, %llu "
+      "MultiGets (metadata included); %llu bytes cached, %llu blocks evicted\n",
+      static_cast<unsigned long long>(s.blocks), static_cast<unsigned long long>(s.bytes),
+      static_cast<unsigned long long>(s.rounds), static_cast<unsigned long long>(s.multigets),
+      static_cast<unsigned long long>(s.cached_bytes), static_cast<unsigned long long>(s.evicted));
 }
 
 // Predictions, margins or leaf ids of `rows`, written to `out`.
@@ -80,8 +79,7 @@ Status PredictBatch(const StoreForest& forest, const PredictOptions& opts) {
   }
   PACSET_RETURN_IF_ERROR(Answer(engine, rows, opts, out));
   if (opts.timing) {
-    const double s =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::fprintf(stderr, "predict: %zu rows x %d passes in %.6f s = %.0f rows/s (%d threads)\n",
                  rows.num_rows, opts.repeat, s, rows.num_rows * opts.repeat / s, opts.threads);
   }
@@ -121,8 +119,7 @@ Status PredictStream(const StoreForest& forest, const PredictOptions& opts) {
     PACSET_RETURN_IF_ERROR(out.Flush());
   }
   if (opts.timing) {
-    const double s =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::fprintf(stderr, "predict: %zu rows answered one at a time in %.6f s = %.0f rows/s\n",
                  answered, s, answered / s);
   }
@@ -142,8 +139,9 @@ Status RunPredictFromStore(const PredictOptions& opts) {
   PACSET_ASSIGN_OR_RETURN(fo.cache_bytes, ParseByteSize(opts.cache_size, "cache size"));
   fo.max_in_flight = opts.max_in_flight;
   // Store errors name the store without its URI (which may hold a password).
-  PACSET_ASSIGN_OR_RETURN(std::unique_ptr<BlockStore> store,
-                          OpenBlockStore(opts.store, StoreForest::ReadOptions(opts.store_timeout_ms)));
+  PACSET_ASSIGN_OR_RETURN(
+      std::unique_ptr<BlockStore> store,
+      OpenBlockStore(opts.store, StoreForest::ReadOptions(opts.store_timeout_ms)));
   PACSET_ASSIGN_OR_RETURN(auto forest, StoreForest::Open(std::move(store), opts.model, fo));
   if (opts.input == "-") return PredictStream(*forest, opts);
   return PredictBatch(*forest, opts);

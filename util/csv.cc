@@ -109,15 +109,13 @@ StatusOr<RowMatrix> ParseCsvRows(std::string_view text, size_t expected_cols,
     if (Trim(line).empty()) continue;  // blank lines are skipped
     const std::string where = source_name + " line " + std::to_string(line_no);
     size_t header_columns = 0;
-    PACSET_RETURN_IF_ERROR(
-        ParseCsvLine(line, where, first_content_line, &fields, &header_columns));
+    PACSET_RETURN_IF_ERROR(ParseCsvLine(line, where, first_content_line, &fields, &header_columns));
     first_content_line = false;
     if (header_columns > 0) {
       // A header line: remember its width for the check below.
       if (m.num_cols != 0 && header_columns != m.num_cols)
         return Status::InvalidArgument(where + ": header has " + std::to_string(header_columns) +
-                                       " columns, the model expects " +
-                                       std::to_string(m.num_cols));
+                                       " columns, the model expects " + std::to_string(m.num_cols));
       continue;
     }
     if (m.num_cols == 0) m.num_cols = fields.size();

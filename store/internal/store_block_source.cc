@@ -128,6 +128,8 @@ void StoreBlockSource::Unregister(Slot* slot) {
   std::lock_guard<std::mutex> lock(mu_);
   slot->epoch.store(0);
   free_slots_.push_back(slot);
+  // The blocks this fetcher's rounds kept beyond the bound may go now.
+  EvictLocked();
   FreeRetiredLocked();
 }
 
@@ -152,8 +154,7 @@ void StoreBlockSource::Touch(const std::vector<uint64_t>& blocks, std::vector<ui
   }
 }
 
-void StoreBlockSource::Insert(const std::vector<uint64_t>& blocks,
-                              std::vector<std::string>* data) {
+void StoreBlockSource::Insert(const std::vector<uint64_t>& blocks, std::vector<std::string>* data) {
   std::lock_guard<std::mutex> lock(mu_);
   const uint64_t now = epoch_.load();
   for (size_t k = 0; k < blocks.size(); ++k) {
@@ -174,9 +175,8 @@ void StoreBlockSource::EvictLocked() {
   if (bytes_ <= capacity_) return;
   const uint64_t active = MinActiveEpochLocked();
   // Two sweeps: the first may only clear reference bits.
-  for (size_t scanned = 0; bytes_ > capacity_ && !resident_.empty() &&
-                           scanned < 2 * resident_.size() + 1;
-       ++scanned) {
+  for (size_t scanned = 0;
+       bytes_ > capacity_ && !resident_.empty() && scanned < 2 * resident_.size() + 1; ++scanned) {
     if (hand_ >= resident_.size()) hand_ = 0;
     const uint64_t b = resident_[hand_];
     Leaf* leaf = LeafOf(b);
