@@ -14,12 +14,14 @@
 #include "model/predict.h"
 #include "store/fault_injection_store.h"
 #include "store/store_forest.h"
-#include "tests/random_forest.h"
-#include "tests/store_test_util.h"
+#include "tests/expect_exact.h"
+#include "testkit/random_forest.h"
+#include "testkit/store_test_util.h"
 
 namespace pacset {
 namespace {
 
+using testing::ExpectSameAsInMemory;
 using testing::Flavor;
 using testing::MakeAdversarialRows;
 using testing::MakeRandomForest;
@@ -43,32 +45,6 @@ Forest TestForest(Flavor flavor, uint32_t seed = 7) {
   spec.max_depth = 10;
   spec.seed = seed;
   return MakeRandomForest(spec);
-}
-
-// Bit-identical margins, predictions and leaf ids against ForestPredictor.
-void ExpectSameAsInMemory(const Forest& f, const PacEngine& e, const RowMatrix& rows,
-                          const std::string& what, int threads = 1) {
-  ForestPredictor ref(f);
-  std::vector<double> got_margin, got_pred;
-  Status s = e.PredictAll(rows, true, threads, &got_margin);
-  ASSERT_TRUE(s.ok()) << what << ": " << s.ToString();
-  s = e.PredictAll(rows, false, threads, &got_pred);
-  ASSERT_TRUE(s.ok()) << what << ": " << s.ToString();
-  std::vector<int32_t> leaves;
-  s = e.PredictLeaves(rows, threads, &leaves);
-  ASSERT_TRUE(s.ok()) << what << ": " << s.ToString();
-  const size_t K = f.num_outputs, C = f.num_prediction_columns();
-  std::vector<double> want(std::max(K, C));
-  for (size_t r = 0; r < rows.num_rows; ++r) {
-    ref.PredictMargin(rows.row(r), want.data());
-    ASSERT_EQ(0, std::memcmp(want.data(), &got_margin[r * K], K * 8))
-        << what << " margin row " << r;
-    ref.Predict(rows.row(r), want.data());
-    ASSERT_EQ(0, std::memcmp(want.data(), &got_pred[r * C], C * 8)) << what << " row " << r;
-    for (size_t t = 0; t < f.num_trees(); ++t)
-      ASSERT_EQ(ref.LeafIndex(t, rows.row(r)), leaves[r * f.num_trees() + t])
-          << what << " leaf row " << r << " tree " << t;
-  }
 }
 
 RowMatrix OneRow(const RowMatrix& rows, size_t r) {
