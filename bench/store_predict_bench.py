@@ -65,10 +65,13 @@ STORE_LINE = re.compile(r"read (\d+) blocks \((\d+) bytes\) from the store in (\
 
 
 def store_reads(stderr):
+    """Blocks, bytes, rounds, MGETs; seconds to open; seconds to predict."""
     m = STORE_LINE.search(stderr)
-    if not m:
+    o = re.search(r"opened the store and the forest in ([0-9.]+) s", stderr)
+    p = re.search(r"passes in ([0-9.]+) s", stderr)
+    if not (m and o and p):
         raise SystemExit(f"no store statistics in: {stderr}")
-    return tuple(int(x) for x in m.groups())
+    return tuple(int(x) for x in m.groups()) + (float(o.group(1)), float(p.group(1)))
 
 
 def write_rows(header, lines, path):
@@ -156,11 +159,16 @@ def bench(a, pacset, pacsetfs, redis, header, lines, sizes, mount_sizes):
                                   "-i", ten])
         expected = {"1 row": expected_one, "10 rows": expected_ten}
         order = [("store", bs, n) for bs in sizes for n in batches] + \
-                [("mount", bs, n) for bs in mount_sizes for n in batches]
+                [("mount", bs, n) for bs in mount_sizes for n in batches] + [("start", "", "")]
         random.Random(rnd).shuffle(order)
         for kind, bs, n in order:
-            csv = batches[n][0]
             key = (kind, bs, n)
+            if kind == "start":  # the floor of every cold process: start and exit
+                drop_caches()
+                subprocess.run([pacset, "--version"], capture_output=True)
+                wall.setdefault(key, []).append(run([pacset, "--version"])[0])
+                continue
+            csv = batches[n][0]
             if kind == "store":
                 drop_caches()
                 subprocess.run([pacset, "--version"], capture_output=True)
@@ -180,6 +188,7 @@ def bench(a, pacset, pacsetfs, redis, header, lines, sizes, mount_sizes):
             wall.setdefault(key, []).append(t)
     print(f"\ncold predictions, Redis on loopback, {a.rounds} rounds (median [min - max]); "
           "store: a fresh `pacset predict --store` process; mount: a fresh pacsetfs daemon")
+    print(f"  process start and exit (`pacset --version`): {spread(wall[('start', '', '')])}")
     for n in ("1 row", "10 rows"):
         base_key = ("mount", "4KiB", n)
         base = statistics.median(wall[base_key]) if base_key in wall else None
@@ -196,7 +205,8 @@ def bench(a, pacset, pacsetfs, redis, header, lines, sizes, mount_sizes):
                 rounds = statistics.mean(x[2] for x in r)
                 mgets = statistics.mean(x[3] for x in r)
                 line += (f"  {blocks:7.0f} blocks {kib:8.0f} KiB {rounds:4.0f} rounds "
-                         f"{mgets:4.0f} MGETs (mean, metadata included)")
+                         f"{mgets:4.0f} MGETs (mean, metadata included); in the process: "
+                         f"open {spread([x[4] for x in r])}, predict {spread([x[5] for x in r])}")
             print(line, flush=True)
     rows = lines[:a.stream_rows]
     print(f"\nwarm process, --input -, {len(rows)} rows fed twice (one line in, one line out):")

@@ -139,10 +139,14 @@ Status RunPredictFromStore(const PredictOptions& opts) {
   PACSET_ASSIGN_OR_RETURN(fo.cache_bytes, ParseByteSize(opts.cache_size, "cache size"));
   fo.max_in_flight = opts.max_in_flight;
   // Store errors name the store without its URI (which may hold a password).
+  const auto t0 = std::chrono::steady_clock::now();
   PACSET_ASSIGN_OR_RETURN(
       std::unique_ptr<BlockStore> store,
       OpenBlockStore(opts.store, StoreForest::ReadOptions(opts.store_timeout_ms)));
   PACSET_ASSIGN_OR_RETURN(auto forest, StoreForest::Open(std::move(store), opts.model, fo));
+  if (opts.timing)
+    std::fprintf(stderr, "predict: opened the store and the forest in %.6f s\n",
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   if (opts.input == "-") return PredictStream(*forest, opts);
   return PredictBatch(*forest, opts);
 }
