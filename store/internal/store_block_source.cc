@@ -69,12 +69,14 @@ StoreBlockSource::StoreBlockSource(BlockStore* store, ForestInfo forest, uint64_
 }
 
 StoreBlockSource::~StoreBlockSource() {
+  std::vector<std::thread> pool;
   {
-    std::lock_guard<std::mutex> lock(pool_mu_);
+    MutexLock lock(&pool_mu_);
     stop_ = true;
+    pool.swap(pool_);
   }
-  pool_cv_.notify_all();
-  for (auto& t : pool_) t.join();
+  pool_cv_.SignalAll();
+  for (auto& t : pool) t.join();
   for (auto& leaf : leaves_)
     for (auto& d : leaf->data) delete d.load();
   for (const Retired& r : retired_) delete r.bytes;
@@ -111,7 +113,7 @@ std::unique_ptr<BlockFetcher> StoreBlockSource::NewFetcher() {
 }
 
 StoreBlockSource::Slot* StoreBlockSource::Register() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   Slot* slot;
   if (!free_slots_.empty()) {
     slot = free_slots_.back();
@@ -125,7 +127,7 @@ StoreBlockSource::Slot* StoreBlockSource::Register() {
 }
 
 void StoreBlockSource::Unregister(Slot* slot) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   slot->epoch.store(0);
   free_slots_.push_back(slot);
   // The blocks this fetcher's rounds kept beyond the bound may go now.
@@ -141,7 +143,7 @@ uint64_t StoreBlockSource::MinActiveEpochLocked() const {
 }
 
 void StoreBlockSource::Touch(const std::vector<uint64_t>& blocks, std::vector<uint64_t>* missing) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   const uint64_t now = epoch_.load();
   for (uint64_t b : blocks) {
     Leaf* leaf = LeafOf(b);
@@ -155,7 +157,7 @@ void StoreBlockSource::Touch(const std::vector<uint64_t>& blocks, std::vector<ui
 }
 
 void StoreBlockSource::Insert(const std::vector<uint64_t>& blocks, std::vector<std::string>* data) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   const uint64_t now = epoch_.load();
   for (size_t k = 0; k < blocks.size(); ++k) {
     const uint64_t b = blocks[k];
@@ -217,7 +219,7 @@ void StoreBlockSource::FreeRetiredLocked() {
 }
 
 uint64_t StoreBlockSource::cached_bytes() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return bytes_;
 }
 
@@ -246,38 +248,39 @@ Status StoreBlockSource::Read(const std::vector<uint64_t>& blocks, std::vector<s
 }
 
 void StoreBlockSource::RunParallel(size_t n, const std::function<void(size_t)>& fn) {
-  std::mutex done_mu;
-  std::condition_variable done_cv;
-  size_t left = n - 1;
+  Mutex done_mu;
+  CondVar done_cv;
+  size_t left = n - 1;  // guarded by done_mu
   {
-    std::lock_guard<std::mutex> lock(pool_mu_);
+    MutexLock lock(&pool_mu_);
     for (size_t i = 1; i < n; ++i) {
       tasks_.push_back([&, i] {
         fn(i);
-        std::lock_guard<std::mutex> l(done_mu);
-        if (--left == 0) done_cv.notify_one();
+        MutexLock l(&done_mu);
+        if (--left == 0) done_cv.Signal();
       });
     }
     while (pool_.size() < std::min<size_t>(parallelism_ - 1, tasks_.size()))
       pool_.emplace_back([this] { PoolThread(); });
   }
-  pool_cv_.notify_all();
+  pool_cv_.SignalAll();
   fn(0);
-  std::unique_lock<std::mutex> lock(done_mu);
-  done_cv.wait(lock, [&] { return left == 0; });
+  MutexLock lock(&done_mu);
+  while (left != 0) done_cv.Wait(&done_mu);
 }
 
 void StoreBlockSource::PoolThread() {
-  std::unique_lock<std::mutex> lock(pool_mu_);
+  pool_mu_.Lock();
   for (;;) {
-    pool_cv_.wait(lock, [&] { return stop_ || !tasks_.empty(); });
-    if (stop_) return;
+    while (!stop_ && tasks_.empty()) pool_cv_.Wait(&pool_mu_);
+    if (stop_) break;
     std::function<void()> task = std::move(tasks_.front());
     tasks_.pop_front();
-    lock.unlock();
+    pool_mu_.Unlock();
     task();
-    lock.lock();
+    pool_mu_.Lock();
   }
+  pool_mu_.Unlock();
 }
 
 }  // namespace store_internal

@@ -23,18 +23,18 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "layout/block_source.h"
 #include "store/block_store.h"
+#include "util/mutex.h"
+#include "util/thread_annotations.h"
 
 namespace pacset {
 namespace store_internal {
@@ -80,24 +80,24 @@ class StoreBlockSource final : public BlockSource {
   };
 
   Leaf* LeafOf(uint64_t b) const;
-  Leaf* LeafForInsert(uint64_t b);  // REQUIRES(mu_)
+  Leaf* LeafForInsert(uint64_t b) REQUIRES(mu_);
   // A new epoch value for `slot`: pointers Ready gave its fetcher before are
   // no longer used.
   void Announce(Slot* slot) { slot->epoch.store(epoch_.fetch_add(1) + 1); }
-  Slot* Register();
-  void Unregister(Slot* slot);
-  uint64_t MinActiveEpochLocked() const;  // REQUIRES(mu_)
+  Slot* Register() EXCLUDES(mu_);
+  void Unregister(Slot* slot) EXCLUDES(mu_);
+  uint64_t MinActiveEpochLocked() const REQUIRES(mu_);
   // Makes `blocks` (with their bytes) Ready and keeps them at least until
   // the fetchers active now announce again; evicts to the bound.
-  void Insert(const std::vector<uint64_t>& blocks, std::vector<std::string>* data);
+  void Insert(const std::vector<uint64_t>& blocks, std::vector<std::string>* data) EXCLUDES(mu_);
   // Re-protects blocks that are cached already; false for those that are not.
-  void Touch(const std::vector<uint64_t>& blocks, std::vector<uint64_t>* missing);
-  void EvictLocked();        // REQUIRES(mu_)
-  void FreeRetiredLocked();  // REQUIRES(mu_)
+  void Touch(const std::vector<uint64_t>& blocks, std::vector<uint64_t>* missing) EXCLUDES(mu_);
+  void EvictLocked() REQUIRES(mu_);
+  void FreeRetiredLocked() REQUIRES(mu_);
   // Runs fn(i) for i in [0, n) on up to n threads of the pool (the caller's
   // thread included) and waits for all of them.
-  void RunParallel(size_t n, const std::function<void(size_t)>& fn);
-  void PoolThread();
+  void RunParallel(size_t n, const std::function<void(size_t)>& fn) EXCLUDES(pool_mu_);
+  void PoolThread() EXCLUDES(pool_mu_);
 
   BlockStore* const store_;
   const ForestInfo forest_;
@@ -110,20 +110,22 @@ class StoreBlockSource final : public BlockSource {
   std::atomic<uint64_t> epoch_{1};
   StoreReadCounters counters_;
 
-  mutable std::mutex mu_;  // guards everything below
-  std::vector<std::unique_ptr<Leaf>> leaves_;
-  std::vector<std::unique_ptr<Slot>> slots_;
-  std::vector<Slot*> free_slots_;
-  std::vector<uint64_t> resident_;  // CLOCK ring of cached blocks
-  size_t hand_ = 0;
-  uint64_t bytes_ = 0;
-  std::vector<Retired> retired_;
+  // Lock order: mu_ and pool_mu_ are never held together; neither is held
+  // across a store call.
+  mutable Mutex mu_;  // also guards Leaf::keep_until
+  std::vector<std::unique_ptr<Leaf>> leaves_ GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<Slot>> slots_ GUARDED_BY(mu_);
+  std::vector<Slot*> free_slots_ GUARDED_BY(mu_);
+  std::vector<uint64_t> resident_ GUARDED_BY(mu_);  // CLOCK ring of cached blocks
+  size_t hand_ GUARDED_BY(mu_) = 0;
+  uint64_t bytes_ GUARDED_BY(mu_) = 0;
+  std::vector<Retired> retired_ GUARDED_BY(mu_);
 
-  std::mutex pool_mu_;  // guards the pool
-  std::condition_variable pool_cv_;
-  std::deque<std::function<void()>> tasks_;
-  std::vector<std::thread> pool_;
-  bool stop_ = false;
+  Mutex pool_mu_;
+  CondVar pool_cv_;
+  std::deque<std::function<void()>> tasks_ GUARDED_BY(pool_mu_);
+  std::vector<std::thread> pool_ GUARDED_BY(pool_mu_);
+  bool stop_ GUARDED_BY(pool_mu_) = false;
 };
 
 }  // namespace store_internal
