@@ -152,6 +152,15 @@ TEST_P(StoreForestTest, ASmallCacheEvictsUnderManyThreadsAndStaysExact) {
   const StoreReadStats s = forest->read_stats();
   EXPECT_GT(s.evicted, 0u);
   EXPECT_LE(s.cached_bytes, o.cache_bytes) << "no request is running: back under the bound";
+  // No cache at all: a finished request leaves nothing behind (the blocks
+  // its last round kept are all referenced, so this takes both sweeps).
+  StoreForestOptions none;
+  none.cache_bytes = 0;
+  auto uncached = OpenForest("model", nullptr, none);
+  ASSERT_NE(uncached, nullptr);
+  ExpectSameAsInMemory(f, uncached->engine(), rows, GetParam() + " no cache");
+  EXPECT_GT(uncached->read_stats().evicted, 0u);
+  EXPECT_EQ(uncached->read_stats().cached_bytes, 0u);
 }
 
 TEST_P(StoreForestTest, ACorruptNodeBlockIsAnErrorNamingItAndACorruptHeaderFailsOpen) {

@@ -176,9 +176,12 @@ void StoreBlockSource::Insert(const std::vector<uint64_t>& blocks, std::vector<s
 void StoreBlockSource::EvictLocked() {
   if (bytes_ <= capacity_) return;
   const uint64_t active = MinActiveEpochLocked();
-  // Two sweeps: the first may only clear reference bits.
-  for (size_t scanned = 0;
-       bytes_ > capacity_ && !resident_.empty() && scanned < 2 * resident_.size() + 1; ++scanned) {
+  // Two sweeps over the blocks resident now: the first may only clear
+  // reference bits. (A bound on the shrinking ring would stop after about a
+  // third of it.)
+  const size_t sweeps_end = 2 * resident_.size() + 1;
+  for (size_t scanned = 0; bytes_ > capacity_ && !resident_.empty() && scanned < sweeps_end;
+       ++scanned) {
     if (hand_ >= resident_.size()) hand_ = 0;
     const uint64_t b = resident_[hand_];
     Leaf* leaf = LeafOf(b);
