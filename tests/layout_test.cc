@@ -127,7 +127,7 @@ TEST(Pack, RejectsBadBlockSizesAndBinDepths) {
   PackOptions o;
   o.block_size = 3000;
   EXPECT_EQ(PackForestToBuffer(f, o).status().code(), StatusCode::kInvalidArgument);
-  o.block_size = 2048;
+  o.block_size = 128;
   EXPECT_FALSE(PackForestToBuffer(f, o).ok());
   o.block_size = 2u << 20;
   EXPECT_FALSE(PackForestToBuffer(f, o).ok());
