@@ -200,12 +200,16 @@ void CsvWriter::WriteRow(const int32_t* values, size_t n) {
   MaybeFlush();
 }
 
-Status CsvWriter::Flush() {
-  if (!file_) return Status::Ok();
+void CsvWriter::WriteOut() {
   if (!buf_.empty() && std::fwrite(buf_.data(), 1, buf_.size(), file_) != buf_.size())
     failed_ = true;
   buf_.clear();
   if (std::fflush(file_) != 0) failed_ = true;
+}
+
+Status CsvWriter::Flush() {
+  if (!file_) return Status::Ok();
+  WriteOut();
   if (failed_) return Status::IOError("cannot write " + path_ + ": " + std::strerror(errno));
   return Status::Ok();
 }
@@ -218,10 +222,7 @@ void CsvWriter::WriteLine(std::string_view text) {
 
 Status CsvWriter::Close() {
   if (!file_) return Status::Ok();
-  if (!buf_.empty() && std::fwrite(buf_.data(), 1, buf_.size(), file_) != buf_.size())
-    failed_ = true;
-  buf_.clear();
-  if (std::fflush(file_) != 0) failed_ = true;
+  WriteOut();
   if (owned_ && std::fclose(file_) != 0) failed_ = true;
   file_ = nullptr;
   if (failed_) {

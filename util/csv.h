@@ -63,6 +63,8 @@ class CsvWriter {
 
  private:
   void MaybeFlush();
+  // Writes the buffer and flushes the stream; failures set failed_.
+  void WriteOut();
   std::unique_ptr<AtomicFile> target_;
   std::FILE* file_ = nullptr;
   bool owned_ = false;
