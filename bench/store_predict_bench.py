@@ -13,7 +13,7 @@ Redis holds every block in memory, as in the paper's deployment).
   * cold one row and cold 10 rows (different rows each round): a fresh
     `pacset predict --store redis://... NAME` process, so its block cache is
     empty; wall time of the process (start, connect, open, predict). Blocks,
-    bytes, rounds and MGETs it read, from its --timing line.
+    bytes, rounds and MultiGets (redis: pipelined round trips) it read, from its --timing line.
   * the baseline in the same rounds: the same rows through a pacsetfs mount of
     the same Redis store (4 KiB and 64 KiB blocks; a mount refuses smaller
     ones), a fresh daemon for every run and the page cache dropped, so no
@@ -65,7 +65,7 @@ STORE_LINE = re.compile(r"read (\d+) blocks \((\d+) bytes\) from the store in (\
 
 
 def store_reads(stderr):
-    """Blocks, bytes, rounds, MGETs; seconds to open; seconds to predict."""
+    """Blocks, bytes, rounds, MultiGets; seconds to open; seconds to predict."""
     m = STORE_LINE.search(stderr)
     o = re.search(r"opened the store and the forest in ([0-9.]+) s", stderr)
     p = re.search(r"passes in ([0-9.]+) s", stderr)
@@ -205,7 +205,7 @@ def bench(a, pacset, pacsetfs, redis, header, lines, sizes, mount_sizes):
                 rounds = statistics.mean(x[2] for x in r)
                 mgets = statistics.mean(x[3] for x in r)
                 line += (f"  {blocks:7.0f} blocks {kib:8.0f} KiB {rounds:4.0f} rounds "
-                         f"{mgets:4.0f} MGETs (mean, metadata included); in the process: "
+                         f"{mgets:4.0f} MultiGets (mean, metadata included); in the process: "
                          f"open {spread([x[4] for x in r])}, predict {spread([x[5] for x in r])}")
             print(line, flush=True)
     rows = lines[:a.stream_rows]
