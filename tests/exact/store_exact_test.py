@@ -25,7 +25,7 @@ import xgboost as xgb
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(HERE, "..", "fs"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "testkit"))
 import exactlib  # noqa: E402
 import sklearn_exact_test  # noqa: E402
 import xgboost_exact_test  # noqa: E402

@@ -30,7 +30,7 @@ import traceback
 import numpy as np
 import xgboost as xgb
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fs"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "testkit"))
 from fslib import Redis, free_port  # noqa: E402
 
 ARGS = None
