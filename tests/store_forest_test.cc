@@ -14,9 +14,9 @@
 #include "model/predict.h"
 #include "store/fault_injection_store.h"
 #include "store/store_forest.h"
-#include "tests/expect_exact.h"
 #include "testkit/random_forest.h"
 #include "testkit/store_test_util.h"
+#include "tests/expect_exact.h"
 
 namespace pacset {
 namespace {

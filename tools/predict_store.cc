@@ -16,8 +16,8 @@
 
 #include "store/store_forest.h"
 #include "tools/commands.h"
-#include "util/size.h"
 #include "util/csv.h"
+#include "util/size.h"
 
 namespace pacset {
 namespace {
