@@ -161,6 +161,17 @@ void PacsetFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   if (acc != O_RDONLY) return (void)fuse_reply_err(req, EROFS);
   std::shared_ptr<ForestInode> f = table_->Find(ino);
   if (!f) return (void)fuse_reply_err(req, ESTALE);
+  // The page cache and notify_store work in pages: a block smaller than a
+  // page cannot be served as one (`pacset predict --store` reads it).
+  if (const long page = sysconf(_SC_PAGESIZE); f->info.block_size < page) {
+    const Status refused = Status::NotSupported(
+        "forest '" + f->name + "' has " + std::to_string(f->info.block_size) +
+        "-byte blocks, smaller than a page (" + std::to_string(page) +
+        " bytes): a mount cannot serve it; use pacset predict --store, or import it with "
+        "--block-size 4KiB or more");
+    Log(LOG_ERR, "%s", refused.ToString().c_str());
+    return (void)fuse_reply_err(req, StatusToErrno(refused));
+  }
   bool first_open = false;
   Status s = table_->Open(f, &first_open);
   // kNotFound: the generation was collected between the lookup and this pin

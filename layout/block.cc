@@ -41,7 +41,7 @@ StatusOr<uint32_t> ParseBlockSize(const std::string& text) {
   PACSET_ASSIGN_OR_RETURN(uint64_t bytes, ParseByteSize(text, "block size"));
   if (!IsValidBlockSize(bytes))
     return Status::InvalidArgument("block size " + text +
-                                   " must be a power of two from 4KiB to 1MiB");
+                                   " must be a power of two from 256 to 1MiB");
   return static_cast<uint32_t>(bytes);
 }
 

@@ -2,7 +2,9 @@
 // in the filesystem's cache.
 //
 // A .pac file is a sequence of blocks of `block_size` bytes (a power of two,
-// 4 KiB .. 1 MiB). Every block ends with a 16-byte trailer:
+// 256 B .. 1 MiB; blocks below the page size cannot be served by a pacsetfs
+// mount, only read straight from a store). Every block ends with a 16-byte
+// trailer:
 //
 //   offset block_size-16: u64 block_index  (little-endian; the block's position in the file)
 //   offset block_size-8:  u64 checksum     (XXH3-64, seed 0, of bytes [0, block_size-8))
@@ -21,7 +23,7 @@
 namespace pacset {
 
 inline constexpr uint32_t kBlockTrailerSize = 16;
-inline constexpr uint32_t kMinBlockSize = 4096;
+inline constexpr uint32_t kMinBlockSize = 256;
 inline constexpr uint32_t kMaxBlockSize = 1u << 20;
 
 inline bool IsValidBlockSize(uint64_t bs) {

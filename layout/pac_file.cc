@@ -57,6 +57,16 @@ StatusOr<std::unique_ptr<PacFile>> PacFile::FromBuffer(std::string bytes, const 
   return f;
 }
 
+StatusOr<std::unique_ptr<PacFile>> PacFile::FromMetadata(std::string meta, uint64_t file_size,
+                                                         const std::string& name) {
+  std::unique_ptr<PacFile> f(new PacFile());
+  f->name_ = name;
+  f->meta_ = std::move(meta);
+  f->size_ = file_size;
+  PACSET_RETURN_IF_ERROR(f->Init(f->meta_.data(), f->meta_.size()));
+  return f;
+}
+
 StatusOr<std::unique_ptr<PacFile>> PacFile::FromMemory(const char* data, uint64_t size,
                                                        std::shared_ptr<const void> keep_alive,
                                                        const std::string& name) {
@@ -72,37 +82,34 @@ StatusOr<std::unique_ptr<PacFile>> PacFile::FromMemory(const char* data, uint64_
 }
 
 Status PacFile::ReadMetadata() {
-  // The header first (block 0 starts with it; it is at most ~32 KiB), then
-  // the rest of the metadata blocks: a few small reads, not a block size's
-  // worth of guessing (which would read up to 1 MiB cold).
-  meta_.resize(std::min<uint64_t>(size_, kMinBlockSize));
+  // The fixed header first (block 0 starts with it), which says how many
+  // blocks the header spans, then the rest of the metadata blocks: a few
+  // small reads, not a block size's worth of guessing (up to 1 MiB cold).
+  meta_.resize(std::min<uint64_t>(size_, kPacVersion1MinBlockSize));
   PACSET_RETURN_IF_ERROR(PreadFull(fd_, meta_.data(), meta_.size(), 0, name_));
-  uint32_t header_size = 0;
-  std::memcpy(&header_size, meta_.data() + 12, 4);
-  if (header_size > meta_.size() && header_size <= std::min<uint64_t>(size_, kMaxBlockSize)) {
+  PACSET_ASSIGN_OR_RETURN(const uint64_t header_bytes,
+                          HeaderFileBytes(meta_.data(), meta_.size(), name_));
+  auto read_up_to = [&](uint64_t bytes) -> Status {
+    if (bytes <= meta_.size()) return Status::Ok();
+    if (bytes > size_)
+      return Status::Corruption(name_ + ": file is " + std::to_string(size_) +
+                                " bytes but its metadata needs " + std::to_string(bytes) +
+                                " (truncated)");
     const size_t had = meta_.size();
-    meta_.resize(header_size);
-    PACSET_RETURN_IF_ERROR(PreadFull(fd_, meta_.data() + had, header_size - had, had, name_));
-  }
-  PACSET_ASSIGN_OR_RETURN(PacHeader h, PacHeader::DecodeFrom(meta_.data(), meta_.size(), name_));
-  const uint64_t meta_bytes = h.node_first_block * h.block_size;
-  if (meta_bytes > size_)
-    return Status::Corruption(name_ + ": file is " + std::to_string(size_) +
-                              " bytes but its metadata needs " + std::to_string(meta_bytes) +
-                              " (truncated)");
-  if (meta_bytes > meta_.size()) {
-    const size_t had = meta_.size();
-    meta_.resize(meta_bytes);
-    PACSET_RETURN_IF_ERROR(PreadFull(fd_, meta_.data() + had, meta_bytes - had, had, name_));
-  }
+    meta_.resize(bytes);
+    return PreadFull(fd_, meta_.data() + had, bytes - had, had, name_);
+  };
+  PACSET_RETURN_IF_ERROR(read_up_to(header_bytes));
+  PACSET_ASSIGN_OR_RETURN(PacHeader h,
+                          PacHeader::DecodeFromFile(meta_.data(), meta_.size(), name_));
+  PACSET_RETURN_IF_ERROR(read_up_to(h.node_first_block * h.block_size));
   return Init(meta_.data(), meta_.size());
 }
 
 Status PacFile::Init(const char* meta, uint64_t meta_size) {
   meta_data_ = meta;
   meta_size_ = meta_size;
-  const size_t avail = std::min<uint64_t>(meta_size, kMaxBlockSize);
-  PACSET_ASSIGN_OR_RETURN(header_, PacHeader::DecodeFrom(meta, avail, name_));
+  PACSET_ASSIGN_OR_RETURN(header_, PacHeader::DecodeFromFile(meta, meta_size, name_));
   const PacHeader& h = header_;
   const uint64_t expected = h.block_count * h.block_size;
   if (size_ != expected)
@@ -167,6 +174,9 @@ std::string PacFile::SourceInfoJson() const {
 
 Status PacFile::ReadBlock(uint64_t b, char* dst) const {
   const uint32_t bs = header_.block_size;
+  if (data_ == nullptr)
+    return Status::NotSupported(name_ + ": block " + std::to_string(b) +
+                                " is not here (only the metadata is)");
   if (fd_ < 0) {
     std::memcpy(dst, data_ + b * bs, bs);
     return Status::Ok();
@@ -194,10 +204,6 @@ std::vector<uint64_t> PacFile::VerifyBlocks() const {
 uint64_t PacFile::LeafIdsOffset(uint64_t node_ref) const {
   const uint64_t index = LeafIdIndex(node_ref - node_begin_unit_, header_.block_size);
   return SectionRecordOffset(*leaf_ids_, header_.block_size, index);
-}
-
-void PacFile::ChildLeafIds(uint64_t node_ref, uint32_t ids[2]) const {
-  std::memcpy(ids, data_ + LeafIdsOffset(node_ref), 8);
 }
 
 }  // namespace pacset

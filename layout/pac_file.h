@@ -30,6 +30,13 @@ class PacFile {
   static StatusOr<std::unique_ptr<PacFile>> Open(const std::string& path);
   // Takes ownership of a whole file held in memory; `name` is for messages.
   static StatusOr<std::unique_ptr<PacFile>> FromBuffer(std::string bytes, const std::string& name);
+  // Only the metadata: `meta` holds at least the file's metadata blocks
+  // [0, node_first_block) of a file of `file_size` bytes whose other blocks
+  // live elsewhere (a block store; layout/block_source.h brings them).
+  // data() is null and ReadBlock fails with kNotSupported (VerifyBlocks
+  // has nothing to read).
+  static StatusOr<std::unique_ptr<PacFile>> FromMetadata(std::string meta, uint64_t file_size,
+                                                         const std::string& name);
   // Reads a whole file at `data` in place, without copying: the caller keeps
   // the bytes valid and unchanged while the PacFile lives; `keep_alive`
   // (e.g. the Python buffer they belong to) is held until then.
@@ -38,8 +45,9 @@ class PacFile {
                                                        const std::string& name);
 
   const PacHeader& header() const { return header_; }
-  // The whole file: the mapping, or the buffer of FromBuffer. Reading a
-  // mapped block that cannot be read raises SIGBUS (layout/internal/sigbus.h).
+  // The whole file: the mapping, or the buffer of FromBuffer (null for
+  // FromMetadata). Reading a mapped block that cannot be read raises SIGBUS
+  // (layout/internal/sigbus.h).
   const char* data() const { return data_; }
   uint64_t size() const { return size_; }
   // The open file behind the mapping; -1 for FromBuffer.
@@ -67,11 +75,10 @@ class PacFile {
     return in_block + bytes <= header_.payload_size();
   }
 
-  // Library leaf ids of the children of the node at `ref`, if the file has
-  // the leaf-id section.
+  // Whether the file has the leaf-id section, and the file offset of the two
+  // u32 library leaf ids of the children of the node at `node_ref` (they
+  // never cross a trailer).
   bool has_leaf_ids() const { return leaf_ids_ != nullptr; }
-  void ChildLeafIds(uint64_t node_ref, uint32_t ids[2]) const;
-  // File offset of the two ids ChildLeafIds reads (they never cross a trailer).
   uint64_t LeafIdsOffset(uint64_t node_ref) const;
 
  private:
@@ -84,7 +91,7 @@ class PacFile {
   std::string name_;
   std::string owned_;                     // FromBuffer
   std::shared_ptr<const void> borrowed_;  // FromMemory
-  std::string meta_;                      // Open: the metadata blocks, read with pread
+  std::string meta_;                      // Open, FromMetadata: the metadata blocks
   const char* meta_data_ = nullptr;       // meta_ or the buffer
   uint64_t meta_size_ = 0;
   int fd_ = -1;

@@ -1,5 +1,6 @@
 #include "layout/pac_format.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "model/forest.h"
@@ -45,8 +46,13 @@ size_t PacHeader::EncodedSize() const {
   return kFixedHeaderSize + sections.size() * kSectionEntrySize + 8;
 }
 
+uint32_t PacHeader::EncodedVersion() const {
+  return block_size >= kPacVersion1MinBlockSize && EncodedSize() <= payload_size() ? 1 : 2;
+}
+
 void PacHeader::EncodeTo(char* dst) {
   const size_t size = EncodedSize();
+  version = EncodedVersion();
   std::memset(dst, 0, size);
   std::memcpy(dst, kPacMagic, 8);
   PutField<uint32_t>(dst, 8, version);
@@ -86,16 +92,69 @@ void PacHeader::EncodeTo(char* dst) {
   PutField<uint64_t>(dst, size - 8, checksum);
 }
 
-StatusOr<PacHeader> PacHeader::DecodeFrom(const char* src, size_t avail, const std::string& what) {
-  auto bad = [&](const std::string& m) { return Status::Corruption(what + ": " + m); };
-  if (avail < kFixedHeaderSize + 8) return bad("too short to be a .pac file");
+void PacHeader::EncodeToFile(char* file) {
+  std::string stream(EncodedSize(), '\0');
+  EncodeTo(stream.data());
+  const uint64_t payload = payload_size();
+  for (uint64_t i = 0; i < stream.size(); i += payload)
+    std::memcpy(file + PayloadStreamOffset(i, block_size), stream.data() + i,
+                std::min<uint64_t>(payload, stream.size() - i));
+}
+
+namespace {
+
+// Magic and version: the first check of every reader.
+Status CheckMagicAndVersion(const char* src, const std::string& what) {
   if (std::memcmp(src, kPacMagic, 8) != 0)
     return Status::InvalidArgument(what + ": not a .pac file");
+  const uint32_t version = GetField<uint32_t>(src, 8);
+  if (version < 1 || version > kPacVersion)
+    return Status::NotSupported(what + ": .pac format version " + std::to_string(version) +
+                                " (this pacset reads versions 1 to " + std::to_string(kPacVersion) +
+                                ")");
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<uint64_t> HeaderFileBytes(const char* file, uint64_t avail, const std::string& what) {
+  if (avail < kFixedHeaderSize) return Status::Corruption(what + ": too short to be a .pac file");
+  PACSET_RETURN_IF_ERROR(CheckMagicAndVersion(file, what));
+  const uint32_t size = GetField<uint32_t>(file, 12);
+  const uint32_t block_size = GetField<uint32_t>(file, 16);
+  if (!IsValidBlockSize(block_size))
+    return Status::Corruption(what + ": block size " + std::to_string(block_size) +
+                              " is not a power of two in 256 B..1 MiB");
+  if (size < kFixedHeaderSize + 8 || size > kFixedHeaderSize + 1024 * kSectionEntrySize + 8)
+    return Status::Corruption(what + ": header size " + std::to_string(size) + " is inconsistent");
+  const uint64_t payload = block_size - kBlockTrailerSize;
+  return (size + payload - 1) / payload * block_size;
+}
+
+StatusOr<PacHeader> PacHeader::DecodeFromFile(const char* file, uint64_t avail,
+                                              const std::string& what) {
+  PACSET_ASSIGN_OR_RETURN(const uint64_t need, HeaderFileBytes(file, avail, what));
+  if (avail < need)
+    return Status::Corruption(what + ": the header needs the first " + std::to_string(need) +
+                              " bytes, only " + std::to_string(avail) + " are there (truncated)");
+  const uint32_t block_size = GetField<uint32_t>(file, 16);
+  const uint32_t size = GetField<uint32_t>(file, 12);
+  const uint64_t payload = block_size - kBlockTrailerSize;
+  if (size <= payload) return DecodeFrom(file, size, what);  // all in block 0
+  std::string stream(size, '\0');
+  for (uint64_t i = 0; i < size; i += payload)
+    std::memcpy(stream.data() + i, file + PayloadStreamOffset(i, block_size),
+                std::min<uint64_t>(payload, size - i));
+  return DecodeFrom(stream.data(), stream.size(), what);
+}
+
+StatusOr<PacHeader> PacHeader::DecodeFrom(const char* src, size_t avail, const std::string& what) {
+  auto bad = [&](const std::string& m) { return Status::Corruption(what + ": " + m); };
+  if (avail < 12) return bad("too short to be a .pac file");
+  PACSET_RETURN_IF_ERROR(CheckMagicAndVersion(src, what));
+  if (avail < kFixedHeaderSize + 8) return bad("too short to be a .pac file");
   PacHeader h;
   h.version = GetField<uint32_t>(src, 8);
-  if (h.version != kPacVersion)
-    return Status::NotSupported(what + ": .pac format version " + std::to_string(h.version) +
-                                " (this pacset reads version " + std::to_string(kPacVersion) + ")");
   const uint32_t size = GetField<uint32_t>(src, 12);
   h.block_size = GetField<uint32_t>(src, 16);
   const uint32_t nsec = GetField<uint32_t>(src, 20);
@@ -106,7 +165,14 @@ StatusOr<PacHeader> PacHeader::DecodeFrom(const char* src, size_t avail, const s
   h.checksum = GetField<uint64_t>(src, size - 8);
   if (!IsValidBlockSize(h.block_size))
     return bad("block size " + std::to_string(h.block_size) +
-               " is not a power of two in 4 KiB..1 MiB");
+               " is not a power of two in 256 B..1 MiB");
+  // Version 1 files have the header in block 0 and blocks of 4 KiB or more;
+  // a version-1 reader would misread anything else.
+  if (h.version == 1 && (h.block_size < kPacVersion1MinBlockSize || size > h.payload_size()))
+    return bad("a version 1 file with " + std::to_string(h.block_size) + "-byte blocks and a " +
+               std::to_string(size) +
+               "-byte header (version 1 needs 4 KiB blocks or more and "
+               "the header in block 0)");
   h.block_count = GetField<uint64_t>(src, 24);
   h.task = static_cast<uint8_t>(src[32]);
   h.postprocess = static_cast<uint8_t>(src[33]);

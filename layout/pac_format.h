@@ -1,4 +1,4 @@
-// The .pac file format, version 1: constants, on-disk records and the
+// The .pac file format, versions 1 and 2: constants, on-disk records and the
 // header's EncodeTo / DecodeFrom. The normative description is
 // layout/FORMAT.md; keep the two in step.
 #pragma once
@@ -17,7 +17,12 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
 namespace pacset {
 
 inline constexpr char kPacMagic[8] = {'P', 'A', 'C', 'S', 'E', 'T', '\r', '\n'};
-inline constexpr uint32_t kPacVersion = 1;
+// Version 2 allows blocks below 4 KiB and a header that flows over the
+// payloads of several blocks; everything else is version 1. Writers write the
+// lowest version that can hold the file (PacHeader::EncodedVersion), so files
+// with 4 KiB blocks or more stay readable by version-1 readers.
+inline constexpr uint32_t kPacVersion = 2;  // the newest version this code reads and writes
+inline constexpr uint32_t kPacVersion1MinBlockSize = 4096;
 // Offsets and sizes in the node region are counted in 16-byte units.
 inline constexpr uint32_t kUnit = 16;
 
@@ -105,7 +110,7 @@ struct SectionEntry {  // 32 bytes on disk
 
 // The fixed header at the start of block 0 (see FORMAT.md for offsets).
 struct PacHeader {
-  uint32_t version = kPacVersion;
+  uint32_t version = kPacVersion;  // set by EncodeTo (EncodedVersion), checked by DecodeFrom
   uint32_t block_size = 0;
   uint64_t block_count = 0;
   uint8_t task = 0;
@@ -138,15 +143,43 @@ struct PacHeader {
 
   // Encoded size in bytes (fixed part + section table + checksum).
   size_t EncodedSize() const;
-  // Writes the header at `dst` (EncodedSize() bytes) and sets checksum.
+  // The version a file with this header is written as: 1 when the blocks are
+  // at least 4 KiB and the header fits block 0's payload, else 2.
+  uint32_t EncodedVersion() const;
+  // Writes the header stream (EncodedSize() bytes, contiguous) at `dst`;
+  // sets version (EncodedVersion) and checksum.
   void EncodeTo(char* dst);
+  // Writes the header into the file image at `file` (block_size set): the
+  // stream flows through the payloads of blocks 0, 1, ... (FORMAT.md §2).
+  void EncodeToFile(char* file);
   // Parses and checks magic, version, header checksum and field ranges.
-  // `avail` is how many bytes of block 0's payload are readable.
+  // `src` is the header stream (contiguous), `avail` how many of its bytes
+  // are readable.
   static StatusOr<PacHeader> DecodeFrom(const char* src, size_t avail, const std::string& what);
+  // The same from the first `avail` bytes of a file: gathers the header
+  // stream from the block payloads first. Too few bytes is kCorruption
+  // ("truncated"); HeaderFileBytes says how many are needed.
+  static StatusOr<PacHeader> DecodeFromFile(const char* file, uint64_t avail,
+                                            const std::string& what);
 };
 
+// The fixed part of the header (magic .. max_depth) lies in block 0 for every
+// block size (its payload is at least 240 bytes).
 inline constexpr size_t kFixedHeaderSize = 128;
 inline constexpr size_t kSectionEntrySize = 32;
+
+// How many leading bytes of a file hold its header (whole blocks), read from
+// the fixed part at `file` (at least kFixedHeaderSize bytes): a reader reads
+// this much, then DecodeFromFile. kInvalidArgument for something that is not
+// a .pac file, kCorruption for an impossible block or header size.
+StatusOr<uint64_t> HeaderFileBytes(const char* file, uint64_t avail, const std::string& what);
+
+// File offset of byte `i` of a stream that flows through block payloads from
+// the start of block 0 (the header stream).
+inline uint64_t PayloadStreamOffset(uint64_t i, uint32_t block_size) {
+  const uint64_t payload = block_size - kBlockTrailerSize;
+  return i / payload * block_size + i % payload;
+}
 
 // Byte offset of record `i` of a section whose records flow through block
 // payloads (skipping trailers) starting at `offset`.

@@ -63,7 +63,7 @@ inline constexpr uint32_t kTreesPerBinFit = 0xFFFFFFFFu;
 
 struct PackOptions {
   LayoutKind layout = LayoutKind::kPacset;
-  uint32_t block_size = 64 * 1024;       // power of two, 4 KiB .. 1 MiB
+  uint32_t block_size = 64 * 1024;       // power of two, 256 B .. 1 MiB (mounts: >= a page)
   uint32_t bin_depth = kChooseBins;      // levels interleaved in a bin (binned layouts), 1..16
   uint32_t trees_per_bin = kChooseBins;  // a count, or kTreesPerBinFit
   bool leaf_ids = true;                  // store library leaf ids (for predict --leaf)

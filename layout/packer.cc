@@ -39,7 +39,7 @@ bool LayoutHasBins(LayoutKind k) {
 Status ValidatePackOptions(const PackOptions& o) {
   if (!IsValidBlockSize(o.block_size))
     return Status::InvalidArgument("block size " + std::to_string(o.block_size) +
-                                   " must be a power of two from 4096 to 1048576");
+                                   " must be a power of two from 256 to 1048576");
   if (LayoutHasBins(o.layout) && o.bin_depth > 16)
     return Status::InvalidArgument("bin depth must be between 1 and 16");
   if (o.trees_per_bin > (1u << 24) && o.trees_per_bin != kTreesPerBinFit)
@@ -172,13 +172,15 @@ nlohmann::json BinChoiceJson(const PackOptions& o, CardinalitySource weights,
 }
 
 // Lays out the tree table, base score and source info right after a header
-// with `num_sections` entries, records flowing through block payloads;
-// returns the first free byte. Small forests keep all metadata in block 0.
+// with `num_sections` entries (which flows through the payloads of the first
+// blocks when it does not fit block 0's), records flowing through block
+// payloads; returns the first free byte. Small forests keep all metadata in
+// block 0.
 uint64_t PlaceMetadata(PacHeader& h, size_t num_sections, size_t info_len) {
   const uint64_t bs = h.block_size, payload = h.payload_size();
   h.sections.clear();
   const uint64_t header_size = kFixedHeaderSize + num_sections * kSectionEntrySize + 8;
-  uint64_t pos = (header_size + 15) / 16 * 16;
+  uint64_t pos = PayloadStreamOffset((header_size + 15) / 16 * 16, h.block_size);
   auto place = [&](SectionType type, uint32_t flags, uint64_t count, uint32_t rs) {
     if (pos % bs + rs > payload) pos = (pos / bs + 1) * bs;
     SectionEntry s{static_cast<uint32_t>(type), flags, pos, count, rs, 0};
@@ -376,7 +378,7 @@ void Encode(const Forest& f, Plan& plan, char* base, bool progress) {
     if ((t & 255) == 0) bar.Update(f.tree_offset[t + 1]);
   }
   bar.Finish();
-  h.EncodeTo(base);
+  h.EncodeToFile(base);
   for (uint64_t b = 0; b < h.block_count; ++b) SealBlock(base + b * bs, bs, b);
 }
 

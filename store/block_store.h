@@ -182,6 +182,13 @@ class BlockStore {
   // instances); a no-op where reads are always current.
   virtual Status Refresh() { return Status::Ok(); }
 
+  // How many MultiGet calls on disjoint blocks are worth running at once
+  // from different threads, for a reader that needs many blocks: redis 1
+  // (a MultiGet is one round trip already), dir and rocksdb more (each
+  // MultiGet reads its blocks one after another; parallel reads overlap on
+  // the device). Measured by bench/store_predict_bench.py.
+  virtual uint32_t read_parallelism() const { return 1; }
+
  protected:
   // Unverified reads, implemented by each backend. Must fill exactly
   // forest.block_size bytes per block or return an error (kNotFound for a

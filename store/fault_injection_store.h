@@ -72,6 +72,7 @@ class FaultInjectionStore final : public BlockStore {
   StatusOr<uint64_t> CollectGarbage() override;
   StatusOr<StoreStats> Stat() override;
   Status Refresh() override;
+  uint32_t read_parallelism() const override { return inner_->read_parallelism(); }
 
   // Called by writers: whether this Put may go through.
   Status AdmitPut();

@@ -26,7 +26,7 @@ Status PublishFile(BlockStore& store, const std::string& name, const std::string
   PACSET_RETURN_IF_ERROR(ValidateForestName(name));
   if (!IsValidBlockSize(block_size))
     return Status::InvalidArgument(pac_path + ": invalid block size " + std::to_string(block_size) +
-                                   " (a power of two from 4096 to 1048576)");
+                                   " (a power of two from 256 to 1048576)");
   UniqueFd fd(::open(pac_path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd.valid()) return Status::FromErrno("open " + pac_path, errno);
   struct stat st;

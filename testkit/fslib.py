@@ -95,12 +95,13 @@ def die_with_parent():
 
 
 class Redis:
-    """A real redis-server with persistence (so a restart keeps data): on
-    loopback, or on `host` inside network namespace `netns` (see TwoHosts).
-    `extra` is appended to its command line; `password` sets requirepass."""
+    """A real redis-server with persistence (so a restart keeps data), or
+    without (`persist=False`: faster imports): on loopback, or on `host`
+    inside network namespace `netns` (see TwoHosts). `extra` is appended to
+    its command line; `password` sets requirepass."""
 
     def __init__(self, workdir, netns=None, host="127.0.0.1", port=None, extra=(), name="redis",
-                 password=None):
+                 password=None, persist=True):
         self.dir = os.path.join(workdir, name)
         os.makedirs(self.dir, exist_ok=True)
         self.netns, self.host = netns, host
@@ -108,6 +109,7 @@ class Redis:
         self.extra = list(extra)
         self.proc = None
         self.password = password
+        self.persist = persist
 
     def start(self):
         if not os.path.exists("/usr/bin/redis-server"):
@@ -115,8 +117,10 @@ class Redis:
         prefix = ["ip", "netns", "exec", self.netns] if self.netns else []
         self.proc = subprocess.Popen(
             prefix + ["/usr/bin/redis-server", "--port", str(self.port), "--bind", self.host,
-                      "--dir", self.dir, "--save", "", "--appendonly", "yes",
-                      "--appendfsync", "always", "--protected-mode", "no"] + self.extra
+                      "--dir", self.dir, "--save", "", "--protected-mode", "no"]
+            + (["--appendonly", "yes", "--appendfsync", "always"] if self.persist
+               else ["--appendonly", "no"])
+            + self.extra
             + (["--requirepass", self.password] if self.password else []),
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=die_with_parent)
         deadline = time.time() + 10

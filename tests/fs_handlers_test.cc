@@ -222,6 +222,22 @@ TEST(FsHandlers, AnOpenWhoseReplyFailsGivesItsPinBack) {
   EXPECT_EQ(t.store->pins_held(), 1);
 }
 
+// The page cache works in pages: a forest of 256-byte blocks (for `pacset
+// predict --store`) is listed but cannot be opened through a mount.
+TEST(FsHandlers, AForestWithBlocksSmallerThanAPageIsRefusedAtOpen) {
+  Fixture t;
+  ASSERT_TRUE(WriteForest(*t.store, "tiny", 256, 4).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));  // past the refresh throttle
+  const Reply entry = t.kernel->ReplyTo(t.kernel->Lookup("tiny.pac"));
+  ASSERT_EQ(entry.error, 0);
+  EXPECT_EQ(t.kernel->ReplyTo(t.kernel->Open(FakeKernel::EntryIno(entry), O_RDONLY)).error,
+            -ENOTSUP);
+  EXPECT_EQ(t.store->pins_held(), 0) << "a refused open holds no pin";
+  // Forests with page-sized blocks still open.
+  const uint64_t ino = FakeKernel::EntryIno(t.kernel->ReplyTo(t.kernel->Lookup("f.pac")));
+  EXPECT_EQ(t.kernel->ReplyTo(t.kernel->Open(ino, O_RDONLY)).error, 0);
+}
+
 TEST(FsHandlers, AnExceptionBelowAHandlerBecomesOneEioReply) {
   Fixture t;
   t.thrower->throw_on_list = true;  // a lookup refreshes the catalog first,

@@ -13,11 +13,13 @@
 #include "layout/pack.h"
 #include "model/predict.h"
 #include "testkit/random_forest.h"
+#include "tests/expect_exact.h"
 #include "tests/flavor_params.h"
 
 namespace pacset {
 namespace {
 
+using testing::ExpectSameAsInMemory;
 using testing::Flavor;
 using testing::MakeAdversarialRows;
 using testing::MakeRandomForest;
@@ -36,29 +38,6 @@ std::unique_ptr<PacEngine> PackAndOpen(const Forest& f, const PackOptions& o,
   return engine.ok() ? std::move(engine).value() : nullptr;
 }
 
-// Bit-identical margins, predictions and leaf ids against ForestPredictor.
-void ExpectSameAsInMemory(const Forest& f, const PacEngine& e, const RowMatrix& rows,
-                          const std::string& what) {
-  ForestPredictor ref(f);
-  std::vector<double> got_margin, got_pred;
-  ASSERT_TRUE(e.PredictAll(rows, true, 1, &got_margin).ok()) << what;
-  ASSERT_TRUE(e.PredictAll(rows, false, 2, &got_pred).ok()) << what;
-  std::vector<int32_t> leaves;
-  ASSERT_TRUE(e.PredictLeaves(rows, 1, &leaves).ok()) << what;
-  const size_t K = f.num_outputs, C = f.num_prediction_columns();
-  std::vector<double> want(std::max(K, C));
-  for (size_t r = 0; r < rows.num_rows; ++r) {
-    ref.PredictMargin(rows.row(r), want.data());
-    ASSERT_EQ(0, std::memcmp(want.data(), &got_margin[r * K], K * 8))
-        << what << " margin row " << r;
-    ref.Predict(rows.row(r), want.data());
-    ASSERT_EQ(0, std::memcmp(want.data(), &got_pred[r * C], C * 8)) << what << " row " << r;
-    for (size_t t = 0; t < f.num_trees(); ++t)
-      ASSERT_EQ(ref.LeafIndex(t, rows.row(r)), leaves[r * f.num_trees() + t])
-          << what << " leaf row " << r << " tree " << t;
-  }
-}
-
 class EveryLayout : public ::testing::TestWithParam<testing::FlavorCase> {};
 
 TEST_P(EveryLayout, PredictsExactlyLikeTheInMemoryForest) {
@@ -71,7 +50,7 @@ TEST_P(EveryLayout, PredictsExactlyLikeTheInMemoryForest) {
   ASSERT_TRUE(f.Validate().ok()) << f.Validate().ToString();
   const RowMatrix rows = MakeAdversarialRows(f, 300, 11);
   for (LayoutKind layout : AllLayoutKinds()) {
-    for (uint32_t bs : {4096u, 8192u, 65536u}) {
+    for (uint32_t bs : {256u, 4096u, 8192u, 65536u}) {
       for (uint32_t depth : {kChooseBins, 1u, 2u, 3u}) {
         if (!LayoutHasBins(layout) && depth != kChooseBins) continue;
         for (bool wide : {false, true}) {
@@ -86,7 +65,8 @@ TEST_P(EveryLayout, PredictsExactlyLikeTheInMemoryForest) {
                                std::string(GetParam().name) + " " + LayoutKindName(layout) +
                                    " bs " + std::to_string(bs) + " depth " +
                                    (depth == kChooseBins ? "auto" : std::to_string(depth)) +
-                                   (wide ? " wide" : ""));
+                                   (wide ? " wide" : ""),
+                               /*threads=*/2);
         }
       }
     }
@@ -125,7 +105,8 @@ TEST(Pack, Float64ForestWithFloat32ThresholdsStaysCompactAndExact) {
   auto e = PackAndOpen(f, PackOptions{}, &r);
   ASSERT_NE(e, nullptr);
   EXPECT_EQ(r.node_format, NodeFormat::kCompact16);
-  ExpectSameAsInMemory(f, *e, MakeAdversarialRows(f, 200, 3), "float32-valued float64 thresholds");
+  ExpectSameAsInMemory(f, *e, MakeAdversarialRows(f, 200, 3), "float32-valued float64 thresholds",
+                       /*threads=*/2);
 }
 
 TEST(Pack, InlinesXgboostLeavesAndOneHotClassLeaves) {
@@ -146,7 +127,7 @@ TEST(Pack, RejectsBadBlockSizesAndBinDepths) {
   PackOptions o;
   o.block_size = 3000;
   EXPECT_EQ(PackForestToBuffer(f, o).status().code(), StatusCode::kInvalidArgument);
-  o.block_size = 2048;
+  o.block_size = 128;
   EXPECT_FALSE(PackForestToBuffer(f, o).ok());
   o.block_size = 2u << 20;
   EXPECT_FALSE(PackForestToBuffer(f, o).ok());

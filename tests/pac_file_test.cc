@@ -30,7 +30,7 @@ Status OpenStatus(std::string bytes) {
 }
 
 PacHeader HeaderOf(const std::string& bytes) {
-  auto h = PacHeader::DecodeFrom(bytes.data(), 4096, "f.pac");
+  auto h = PacHeader::DecodeFromFile(bytes.data(), bytes.size(), "f.pac");
   EXPECT_TRUE(h.ok());
   return *h;
 }
@@ -74,10 +74,78 @@ TEST(PacFile, RejectsAFlippedHeaderByte) {
 
 TEST(PacFile, RejectsANewerFormatVersionAsNotSupported) {
   std::string b = Packed();
-  b[8] = 2;
+  b[8] = 3;
   Status s = OpenStatus(b);
   EXPECT_EQ(s.code(), StatusCode::kNotSupported);
-  EXPECT_NE(s.message().find("version 2"), std::string::npos);
+  EXPECT_NE(s.message().find("version 3"), std::string::npos);
+}
+
+// The header stream of a file (FORMAT.md section 2), gathered from payloads.
+std::string HeaderStream(const std::string& file, uint32_t bs) {
+  uint32_t size;
+  std::memcpy(&size, file.data() + 12, 4);
+  std::string out;
+  for (uint32_t j = 0; j < size; ++j) out.push_back(file[PayloadStreamOffset(j, bs)]);
+  return out;
+}
+
+TEST(PacFile, WritesVersion1From4KiBAndVersion2WithAHeaderFlowingOverSmallBlocks) {
+  const std::string big = Packed(4096);
+  EXPECT_EQ(HeaderOf(big).version, 1u);
+  const std::string small = Packed(256);
+  auto f = PacFile::FromBuffer(small, "f.pac");
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  const PacHeader& h = (*f)->header();
+  EXPECT_EQ(h.version, 2u);
+  EXPECT_EQ(h.block_size, 256u);
+  ASSERT_GT(h.EncodedSize(), h.payload_size()) << "the header must go on in block 1";
+  EXPECT_TRUE((*f)->VerifyBlocks().empty());
+  // Block 1's payload starts with the rest of the header, byte for byte.
+  const std::string stream = HeaderStream(small, 256);
+  ASSERT_EQ(stream.size(), h.EncodedSize());
+  EXPECT_EQ(0, std::memcmp(small.data() + 256, stream.data() + 240, stream.size() - 240));
+  EXPECT_EQ(Checksum64(stream.data(), stream.size() - 8), h.checksum);
+  // The tree table starts right after it, 16-byte aligned, in block 1.
+  EXPECT_EQ(h.FindSection(SectionType::kTreeTable)->offset,
+            256 + (stream.size() + 15) / 16 * 16 - 240);
+  for (uint32_t bs : {512u, 1024u, 2048u}) EXPECT_EQ(HeaderOf(Packed(bs)).version, 2u) << bs;
+}
+
+TEST(PacFile, RefusesAVersion1FileWithBlocksSmallerThan4KiB) {
+  std::string b = Packed(256);
+  std::string stream = HeaderStream(b, 256);
+  stream[8] = 1;  // claim version 1, with a valid header checksum
+  const uint64_t sum = Checksum64(stream.data(), stream.size() - 8);
+  std::memcpy(stream.data() + stream.size() - 8, &sum, 8);
+  for (uint32_t j = 0; j < stream.size(); ++j) b[PayloadStreamOffset(j, 256)] = stream[j];
+  Reseal(b, 256, 0);
+  Reseal(b, 256, 1);
+  Status s = OpenStatus(b);
+  EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+  EXPECT_NE(s.message().find("version 1 needs 4 KiB blocks"), std::string::npos) << s.message();
+}
+
+TEST(PacFile, AHeaderCutShortIsTruncated) {
+  const std::string b = Packed(256);
+  auto h = PacHeader::DecodeFromFile(b.data(), 256, "f.pac");
+  EXPECT_TRUE(h.status().IsCorruption()) << h.status().ToString();
+  EXPECT_NE(h.status().message().find("(truncated)"), std::string::npos);
+  auto need = HeaderFileBytes(b.data(), 256, "f.pac");
+  ASSERT_TRUE(need.ok());
+  EXPECT_EQ(*need, 512u);
+}
+
+TEST(PacFile, FromMetadataOpensTheMetadataBlocksAlone) {
+  const std::string b = Packed(256);
+  const PacHeader h = *PacHeader::DecodeFromFile(b.data(), b.size(), "f.pac");
+  auto f = PacFile::FromMetadata(b.substr(0, h.node_first_block * 256), b.size(), "stored");
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_EQ((*f)->trees().size(), 30u);
+  EXPECT_EQ((*f)->data(), nullptr);
+  std::string block(256, '\0');
+  EXPECT_EQ((*f)->ReadBlock(h.node_first_block, block.data()).code(), StatusCode::kNotSupported);
+  auto cut = PacFile::FromMetadata(b.substr(0, (h.node_first_block - 1) * 256), b.size(), "x");
+  EXPECT_TRUE(cut.status().IsCorruption()) << cut.status().ToString();
 }
 
 TEST(PacFile, RejectsACorruptMetadataBlock) {

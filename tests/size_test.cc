@@ -55,15 +55,17 @@ TEST(FormatByteSize, UsesTheLargestBinaryUnitAtLeastOne) {
   EXPECT_EQ(FormatByteSize(3ull << 30), "3.00 GiB");
 }
 
-TEST(ParseBlockSize, AcceptsPowersOfTwoFrom4KiBTo1MiBOnly) {
+TEST(ParseBlockSize, AcceptsPowersOfTwoFrom256BTo1MiBOnly) {
+  EXPECT_EQ(ParseBlockSize("256").value(), 256u);
+  EXPECT_EQ(ParseBlockSize("2K").value(), 2048u);
   EXPECT_EQ(ParseBlockSize("4KiB").value(), 4096u);
   EXPECT_EQ(ParseBlockSize("65536").value(), 65536u);
   EXPECT_EQ(ParseBlockSize("1m").value(), 1u << 20);
-  for (const char* bad : {"2K", "2M", "1G", "6K", "4095", "0"}) {
+  for (const char* bad : {"128", "2M", "1G", "6K", "4095", "0"}) {
     auto v = ParseBlockSize(bad);
     ASSERT_FALSE(v.ok()) << bad;
     EXPECT_EQ(v.status().message(),
-              std::string("block size ") + bad + " must be a power of two from 4KiB to 1MiB");
+              std::string("block size ") + bad + " must be a power of two from 256 to 1MiB");
   }
   EXPECT_EQ(ParseBlockSize("4KB").status().message(),
             "block size '4KB' is not a size like 4096, 4K, 64KiB or 1GiB");

@@ -166,7 +166,9 @@ TEST_P(BlockStoreConformance, PutRejectsOutOfRangeAndRepeatedBlocks) {
 
 TEST_P(BlockStoreConformance, BeginRejectsBadBlockSizesAndEmptyForests) {
   EXPECT_EQ(store_->BeginGeneration("x", 1000, 1).status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(store_->BeginGeneration("x", 2048, 1).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->BeginGeneration("x", 128, 1).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->BeginGeneration("x", 2u << 20, 1).status().code(),
+            StatusCode::kInvalidArgument);
   EXPECT_EQ(store_->BeginGeneration("x", 4096, 0).status().code(), StatusCode::kInvalidArgument);
 }
 

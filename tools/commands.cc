@@ -235,7 +235,7 @@ Status PredictWithPac(const PredictOptions& opts) {
   PACSET_ASSIGN_OR_RETURN(MarkPlan marks, PlanMarks(opts));
   EngineOptions engine_options;
   engine_options.verify_blocks = opts.verify_blocks;
-  engine_options.max_in_flight = opts.max_in_flight;
+  if (opts.max_in_flight != 0) engine_options.max_in_flight = opts.max_in_flight;
   // Per-row requests are traced to see what each row reads: no row reads
   // the others' blocks ahead for them.
   engine_options.sequential_reads = marks.path.empty() || !marks.per_row;
@@ -421,6 +421,7 @@ Status InfoForPac(const std::string& path, bool json) {
 }  // namespace
 
 Status RunPredict(const PredictOptions& opts) {
+  if (!opts.store.empty()) return RunPredictFromStore(opts);
   if (IsPacFile(opts.model)) return PredictWithPac(opts);
   if (!opts.mark_requests.empty() || !opts.marks_file.empty())
     return Status::InvalidArgument("request marks work with .pac files (the bundled engine); " +

@@ -22,9 +22,16 @@ struct PredictOptions {
   int repeat = 1;       // predict the batch this many times (benchmarking)
   bool timing = false;  // print the prediction time (CSV and model loading excluded) to stderr
   // .pac files (layout/engine.h EngineOptions): verify each block once
-  // (false: --no-verify), and the most blocks read at once when cold.
+  // (false: --no-verify), and the most blocks read at once when cold
+  // (0: the default, 32 for files; for a store see StoreForestOptions).
   bool verify_blocks = true;
-  uint32_t max_in_flight = 32;
+  uint32_t max_in_flight = 0;
+  // Straight from a store (store/store_forest.h): `model` is then the
+  // forest's name in the store at this URI; with input "-" rows are
+  // answered one line at a time as they arrive (tools/predict_store.cc).
+  std::string store;
+  std::string cache_size = "256MiB";  // the in-process block cache
+  int store_timeout_ms = 10000;
   // Request marks (trace/request_marks.h), .pac models only: marks go to
   // `marks_file`, else to $PACSET_REQUEST_MARKS when set; one request per
   // "row" or per "batch" (default: $PACSET_REQUEST_MARKS_UNIT, else batch).
@@ -36,6 +43,7 @@ struct PredictOptions {
   bool evict_between_rows = false;
 };
 Status RunPredict(const PredictOptions& opts);
+Status RunPredictFromStore(const PredictOptions& opts);
 
 struct InfoOptions {
   std::string path;

@@ -38,7 +38,9 @@ void AddPackOptions(CLI::App* app, pacset::PackCliOptions* o) {
          "--layout", o->layout,
          "bfs, dfs, wdfs, block-wdfs, bin-bfs, bin-dfs, bin-wdfs, bin-block-wdfs or pacset")
       ->default_val("pacset");
-  app->add_option("--block-size", o->block_size, "Block size: 4KiB .. 1MiB, a power of two")
+  app->add_option("--block-size", o->block_size,
+                  "Block size: 256 .. 1MiB, a power of two (below 4KiB: read straight from a "
+                  "store, not through a mount)")
       ->default_val("64KiB");
   app->add_option("--bin-depth", o->bin_depth,
                   "Levels per interleaved bin, 1..16 (auto: the fewest blocks per row; pacset "
@@ -72,9 +74,13 @@ int main(int argc, char** argv) {
 
   pacset::PredictOptions predict;
   std::string predict_format;
-  auto* p = app.add_subcommand("predict", "Predict rows of a CSV file with a model or .pac file");
-  p->add_option("MODEL", predict.model, "Model file")->required();
-  p->add_option("-i,--input", predict.input, "CSV rows (header optional; empty or NaN = missing)")
+  auto* p = app.add_subcommand(
+      "predict", "Predict rows of a CSV file with a model or .pac file, or a forest in a store");
+  p->add_option("MODEL", predict.model, "Model file, or the forest's name with --store")
+      ->required();
+  p->add_option("-i,--input", predict.input,
+                "CSV rows (header optional; empty or NaN = missing); with --store, - answers "
+                "rows from standard input one line at a time as they come")
       ->required();
   p->add_option("-o,--output", predict.output, "Output CSV (default: standard output)");
   p->add_flag("--margin", predict.margin, "Write raw scores (margins) instead of predictions");
@@ -95,9 +101,19 @@ int main(int argc, char** argv) {
   p->add_flag("--no-verify", no_verify,
               ".pac files: do not verify each block's checksum the first time it is used");
   p->add_option("--max-in-flight", predict.max_in_flight,
-                ".pac files: most blocks read at once when they are not in memory")
-      ->check(CLI::Range(1, 4096))
-      ->default_val(32);
+                ".pac files and --store: most blocks read at once when they are not in memory "
+                "(default 32; --store: 4096, at most 64 MiB)")
+      ->check(CLI::Range(1, 65536));
+  p->add_option("--store", predict.store,
+                "Read the forest MODEL straight from this store, without a mount: "
+                "rocksdb:PATH, dir:PATH or redis://[:PASSWORD@]HOST:PORT[/DB]");
+  p->add_option("--cache-size", predict.cache_size,
+                "--store: in-process block cache (e.g. 64MiB, 1GiB)")
+      ->default_val("256MiB");
+  p->add_option("--store-timeout", predict.store_timeout_ms,
+                "--store: give up on a store call after about this many milliseconds")
+      ->check(CLI::Range(1, 3600000))
+      ->default_val(10000);
   AddFormat(p, &predict_format);
 
   pacset::InfoOptions info;

@@ -56,6 +56,42 @@ std::string Quote(std::string_view s) {
 
 }  // namespace
 
+Status ParseCsvLine(std::string_view line, const std::string& where, bool allow_header,
+                    std::vector<double>* values, size_t* header_columns) {
+  values->clear();
+  *header_columns = 0;
+  size_t non_numeric = 0, col = 0;
+  std::string_view bad_field;
+  size_t bad_col = 0;
+  size_t start = 0;
+  while (true) {
+    size_t comma = line.find(',', start);
+    std::string_view f =
+        line.substr(start, comma == std::string_view::npos ? line.size() - start : comma - start);
+    ++col;
+    double v;
+    if (ParseField(f, &v)) {
+      values->push_back(v);
+    } else {
+      if (non_numeric == 0) {
+        bad_field = Trim(f);
+        bad_col = col;
+      }
+      ++non_numeric;
+    }
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  if (allow_header && values->empty()) {  // a header line
+    *header_columns = col;
+    return Status::Ok();
+  }
+  if (non_numeric > 0)
+    return Status::InvalidArgument(where + " column " + std::to_string(bad_col) + ": " +
+                                   Quote(bad_field) + " is not a number");
+  return Status::Ok();
+}
+
 StatusOr<RowMatrix> ParseCsvRows(std::string_view text, size_t expected_cols,
                                  const std::string& source_name) {
   RowMatrix m;
@@ -71,49 +107,21 @@ StatusOr<RowMatrix> ParseCsvRows(std::string_view text, size_t expected_cols,
     pos = end + 1;
     ++line_no;
     if (Trim(line).empty()) continue;  // blank lines are skipped
-    fields.clear();
-    size_t numeric = 0, non_numeric = 0, col = 0;
-    std::string_view bad_field;
-    size_t bad_col = 0;
-    size_t start = 0;
-    while (true) {
-      size_t comma = line.find(',', start);
-      std::string_view f =
-          line.substr(start, comma == std::string_view::npos ? line.size() - start : comma - start);
-      ++col;
-      double v;
-      if (ParseField(f, &v)) {
-        ++numeric;
-        fields.push_back(v);
-      } else {
-        if (non_numeric == 0) {
-          bad_field = Trim(f);
-          bad_col = col;
-        }
-        ++non_numeric;
-      }
-      if (comma == std::string_view::npos) break;
-      start = comma + 1;
-    }
     const std::string where = source_name + " line " + std::to_string(line_no);
-    if (first_content_line) {
-      first_content_line = false;
-      if (numeric == 0 || (non_numeric == col)) {
-        // A header line: remember its width for the check below.
-        if (m.num_cols != 0 && col != m.num_cols)
-          return Status::InvalidArgument(where + ": header has " + std::to_string(col) +
-                                         " columns, the model expects " +
-                                         std::to_string(m.num_cols));
-        continue;
-      }
+    size_t header_columns = 0;
+    PACSET_RETURN_IF_ERROR(ParseCsvLine(line, where, first_content_line, &fields, &header_columns));
+    first_content_line = false;
+    if (header_columns > 0) {
+      // A header line: remember its width for the check below.
+      if (m.num_cols != 0 && header_columns != m.num_cols)
+        return Status::InvalidArgument(where + ": header has " + std::to_string(header_columns) +
+                                       " columns, the model expects " + std::to_string(m.num_cols));
+      continue;
     }
-    if (non_numeric > 0)
-      return Status::InvalidArgument(where + " column " + std::to_string(bad_col) + ": " +
-                                     Quote(bad_field) + " is not a number");
-    if (m.num_cols == 0) m.num_cols = col;
-    if (col != m.num_cols)
+    if (m.num_cols == 0) m.num_cols = fields.size();
+    if (fields.size() != m.num_cols)
       return Status::InvalidArgument(where + ": expected " + std::to_string(m.num_cols) +
-                                     " columns, found " + std::to_string(col));
+                                     " columns, found " + std::to_string(fields.size()));
     m.values.insert(m.values.end(), fields.begin(), fields.end());
     ++m.num_rows;
   }
@@ -192,12 +200,29 @@ void CsvWriter::WriteRow(const int32_t* values, size_t n) {
   MaybeFlush();
 }
 
-Status CsvWriter::Close() {
-  if (!file_) return Status::Ok();
+void CsvWriter::WriteOut() {
   if (!buf_.empty() && std::fwrite(buf_.data(), 1, buf_.size(), file_) != buf_.size())
     failed_ = true;
   buf_.clear();
   if (std::fflush(file_) != 0) failed_ = true;
+}
+
+Status CsvWriter::Flush() {
+  if (!file_) return Status::Ok();
+  WriteOut();
+  if (failed_) return Status::IOError("cannot write " + path_ + ": " + std::strerror(errno));
+  return Status::Ok();
+}
+
+void CsvWriter::WriteLine(std::string_view text) {
+  buf_.append(text);
+  buf_.push_back('\n');
+  MaybeFlush();
+}
+
+Status CsvWriter::Close() {
+  if (!file_) return Status::Ok();
+  WriteOut();
   if (owned_ && std::fclose(file_) != 0) failed_ = true;
   file_ = nullptr;
   if (failed_) {

@@ -27,6 +27,13 @@ namespace pacset {
 StatusOr<RowMatrix> ParseCsvRows(std::string_view text, size_t expected_cols,
                                  const std::string& source_name);
 
+// One line of CSV into `values`. With `allow_header`, a line none of whose
+// fields is a number is a header: no values, *header_columns = its width
+// (0 otherwise). A field that is not a number is kInvalidArgument naming
+// `where` (e.g. "<stdin> line 7") and the column.
+Status ParseCsvLine(std::string_view line, const std::string& where, bool allow_header,
+                    std::vector<double>* values, size_t* header_columns);
+
 // Reads a CSV file ("-" = standard input).
 StatusOr<RowMatrix> ReadCsvRows(const std::string& path, size_t expected_cols);
 
@@ -47,11 +54,17 @@ class CsvWriter {
   Status Open(const std::string& path);
   void WriteRow(const double* values, size_t n, bool as_float32);
   void WriteRow(const int32_t* values, size_t n);
+  // A line of text as is (e.g. an error in a stream of answers).
+  void WriteLine(std::string_view text);
+  // Writes out everything so far (one answer per line for a stream).
+  Status Flush();
   // Flushes and closes; reports write errors (e.g. disk full).
   Status Close();
 
  private:
   void MaybeFlush();
+  // Writes the buffer and flushes the stream; failures set failed_.
+  void WriteOut();
   std::unique_ptr<AtomicFile> target_;
   std::FILE* file_ = nullptr;
   bool owned_ = false;

@@ -72,26 +72,34 @@ class PacFile:
          self.num_nodes, self.num_leaf_records, self.sigmoid_alpha, self.bin_depth,
          self.trees_per_bin, self.node_first_block, self.node_block_count, self.bin_block_count,
          self.max_depth, _reserved) = self.HEADER.unpack_from(d, 0)
-        if self.version != 1:
+        if self.version not in (1, 2):
             raise PacError(f"{path}: version {self.version}")
         bs = self.block_size
-        if bs < 4096 or bs > 1048576 or bs & (bs - 1):
+        if bs < 256 or bs > 1048576 or bs & (bs - 1):
             raise PacError(f"{path}: block size {bs}")
         if len(d) != self.block_count * bs:
             raise PacError(f"{path}: size {len(d)} != block_count * block_size")
-        if self.header_size != 128 + 32 * self.section_count + 8 or self.header_size > bs - 16:
-            raise PacError(f"{path}: bad header size")
         self.payload = bs - 16
+        if self.header_size != 128 + 32 * self.section_count + 8:
+            raise PacError(f"{path}: bad header size")
+        if self.version == 1 and (bs < 4096 or self.header_size > self.payload):
+            raise PacError(f"{path}: version 1 needs 4 KiB blocks and the header in block 0")
         self.verified = set()
         # §5: metadata blocks and the header checksum when the file is opened.
         for b in range(self.node_first_block):
             self.check_block(b)
-        (hsum,) = struct.unpack_from("<Q", d, self.header_size - 8)
-        if hsum != xxh3(d[:self.header_size - 8]):
+        # §2: the header stream, gathered from the payloads of blocks 0, 1, ...
+        header_blocks = -(-self.header_size // self.payload)
+        if header_blocks > self.node_first_block:
+            raise PacError(f"{path}: header outside the metadata blocks")
+        h = b"".join(d[b * bs:b * bs + self.payload] for b in range(header_blocks))
+        h = h[:self.header_size]
+        (hsum,) = struct.unpack_from("<Q", h, self.header_size - 8)
+        if hsum != xxh3(h[:self.header_size - 8]):
             raise PacError(f"{path}: header checksum")
         self.sections = {}
         for i in range(self.section_count):
-            stype, flags, offset, count, rsize, _ = struct.unpack_from("<IIQQII", d, 128 + 32 * i)
+            stype, flags, offset, count, rsize, _ = struct.unpack_from("<IIQQII", h, 128 + 32 * i)
             if stype not in (1, 2, 3, 4, 5):
                 if flags & 1:
                     raise PacError(f"{path}: required section type {stype} unknown")

@@ -357,8 +357,10 @@ def main():
     try:
         models = (train_xgboost(work, rng) + train_sklearn(work, rng) + lightgbm_fixtures() +
                   synthetic_models(work, rng))
+        # 256-byte blocks: version 2, the header flows over two blocks.
         variants = [("64k", ["--block-size", "64KiB"]),
-                    ("4k-bfs-wide", ["--block-size", "4KiB", "--layout", "bfs", "--wide-nodes"])]
+                    ("4k-bfs-wide", ["--block-size", "4KiB", "--layout", "bfs", "--wide-nodes"]),
+                    ("256", ["--block-size", "256"])]
         seen = set()
         for name, model in models:
             for vname, vflags in variants:

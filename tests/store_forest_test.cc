@@ -1,0 +1,277 @@
+// StoreForest: predictions straight from a real RocksDB, a real directory and
+// a real redis-server, at block sizes from 256 B to 64 KiB, bit-identical to
+// the in-memory predictor; one MultiGet per round and a bounded number of
+// rounds per row; a cache under eviction and threads; corrupt blocks and
+// failing stores. (Exactness against the libraries themselves and the CLI:
+// tests/exact/store_exact_test.py, tests/store/store_predict_test.py.)
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "layout/pack.h"
+#include "model/predict.h"
+#include "store/fault_injection_store.h"
+#include "store/store_forest.h"
+#include "testkit/random_forest.h"
+#include "testkit/store_test_util.h"
+#include "tests/expect_exact.h"
+
+namespace pacset {
+namespace {
+
+using testing::ExpectSameAsInMemory;
+using testing::Flavor;
+using testing::MakeAdversarialRows;
+using testing::MakeRandomForest;
+using testing::RandomForestSpec;
+
+// Publishes packed bytes as a new generation of `name`.
+Status PublishBytes(BlockStore& store, const std::string& name, const std::string& bytes,
+                    uint32_t bs) {
+  PACSET_ASSIGN_OR_RETURN(auto w, store.BeginGeneration(name, bs, bytes.size() / bs));
+  for (uint64_t b = 0; b < bytes.size() / bs; ++b)
+    PACSET_RETURN_IF_ERROR(w->Put(b, bytes.data() + b * bs));
+  ForestInfo info;
+  info.source_format = "pac";
+  return w->Publish(info);
+}
+
+Forest TestForest(Flavor flavor, uint32_t seed = 7) {
+  RandomForestSpec spec;
+  spec.flavor = flavor;
+  spec.trees = 30;
+  spec.max_depth = 10;
+  spec.seed = seed;
+  return MakeRandomForest(spec);
+}
+
+RowMatrix OneRow(const RowMatrix& rows, size_t r) {
+  RowMatrix one;
+  one.num_rows = 1;
+  one.num_cols = rows.num_cols;
+  one.values.assign(rows.row(r), rows.row(r) + rows.num_cols);
+  return one;
+}
+
+class StoreForestTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    std::string error;
+    env_ = store_test::MakeEnv(GetParam(), &error);
+    ASSERT_TRUE(error.empty()) << error;
+    Open();
+  }
+  void Open() {
+    StoreOptions o = env_->Options();
+    auto s = OpenBlockStore(env_->Uri(), o);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    store_ = std::move(*s);
+  }
+  // Packs `f` with `bs`-byte blocks and publishes it as `name`.
+  void Import(const std::string& name, const Forest& f, uint32_t bs) {
+    PackOptions o;
+    o.block_size = bs;
+    auto bytes = PackForestToBuffer(f, o);
+    ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+    Status s = PublishBytes(*store_, name, *bytes, bs);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+  }
+  std::unique_ptr<StoreForest> OpenForest(const std::string& name,
+                                          std::shared_ptr<BlockStore> store = nullptr,
+                                          StoreForestOptions options = {}) {
+    auto f = StoreForest::Open(store ? store : store_, name, options);
+    EXPECT_TRUE(f.ok()) << f.status().ToString();
+    return f.ok() ? std::move(*f) : nullptr;
+  }
+
+  std::unique_ptr<store_test::StoreEnv> env_;
+  std::shared_ptr<BlockStore> store_;
+};
+
+TEST_P(StoreForestTest, PredictsExactlyLikeTheInMemoryForestFrom256BTo64KiBBlocks) {
+  for (Flavor flavor : {Flavor::kXgboost, Flavor::kSklearnProba, Flavor::kLightgbm}) {
+    const Forest f = TestForest(flavor);
+    const RowMatrix rows = MakeAdversarialRows(f, 150, 5);
+    for (uint32_t bs : {256u, 1024u, 4096u, 65536u}) {
+      const std::string name =
+          "f" + std::to_string(static_cast<int>(flavor)) + "-" + std::to_string(bs);
+      Import(name, f, bs);
+      auto forest = OpenForest(name);
+      ASSERT_NE(forest, nullptr);
+      EXPECT_EQ(forest->engine().file().header().version, bs < 4096 ? 2u : 1u);
+      ExpectSameAsInMemory(f, forest->engine(), rows, GetParam() + " " + name);
+      // One row at a time, cold: the same answers.
+      auto cold = OpenForest(name);
+      ASSERT_NE(cold, nullptr);
+      ExpectSameAsInMemory(f, cold->engine(), OneRow(rows, 3), GetParam() + " one row " + name);
+    }
+  }
+}
+
+TEST_P(StoreForestTest, ReadsEachRoundWithOneMultiGetPerThreadAndBoundsRoundsPerRow) {
+  const Forest f = TestForest(Flavor::kXgboost);
+  Import("model", f, 256);
+  auto counting = std::make_shared<FaultInjectionStore>(store_.get());
+  auto forest = OpenForest("model", counting);
+  ASSERT_NE(forest, nullptr);
+  const StoreReadStats open = forest->read_stats();
+  EXPECT_EQ(counting->read_calls(), open.multigets) << "the counting wrapper sees every read";
+  // Metadata: the first 4 KiB, then (if the header or tree table goes on) the rest.
+  EXPECT_LE(open.multigets, 2u * store_->read_parallelism());
+  const PacHeader& h = forest->engine().file().header();
+  const RowMatrix rows = MakeAdversarialRows(f, 20, 9);
+  std::vector<double> out;
+  ASSERT_TRUE(forest->engine().PredictAll(OneRow(rows, 0), false, 1, &out).ok());
+  const StoreReadStats one = forest->read_stats();
+  const uint64_t rounds = one.rounds - open.rounds, blocks = one.blocks - open.blocks;
+  // A walk enters at most max_depth + 1 nodes and a leaf record: rounds are
+  // bounded by the depth, not by the number of blocks.
+  EXPECT_GE(rounds, 1u);
+  EXPECT_LE(rounds, h.max_depth + 2u);
+  EXPECT_GT(blocks, rounds) << "rounds read many blocks each";
+  EXPECT_LE(one.multigets - open.multigets, rounds * store_->read_parallelism());
+  EXPECT_EQ(counting->read_calls(), one.multigets);
+  // The same row again: everything is cached.
+  ASSERT_TRUE(forest->engine().PredictAll(OneRow(rows, 0), false, 1, &out).ok());
+  EXPECT_EQ(forest->read_stats().blocks, one.blocks);
+  EXPECT_EQ(counting->read_calls(), one.multigets);
+}
+
+TEST_P(StoreForestTest, ASmallCacheEvictsUnderManyThreadsAndStaysExact) {
+  const Forest f = TestForest(Flavor::kSklearnProba, 3);
+  Import("model", f, 256);
+  StoreForestOptions o;
+  o.cache_bytes = 32 * 256;
+  auto forest = OpenForest("model", nullptr, o);
+  ASSERT_NE(forest, nullptr);
+  const RowMatrix rows = MakeAdversarialRows(f, 400, 4);
+  for (int pass = 0; pass < 2; ++pass)
+    ExpectSameAsInMemory(f, forest->engine(), rows, GetParam() + " small cache", 4);
+  const StoreReadStats s = forest->read_stats();
+  EXPECT_GT(s.evicted, 0u);
+  EXPECT_LE(s.cached_bytes, o.cache_bytes) << "no request is running: back under the bound";
+  // No cache at all: a finished request leaves nothing behind (the blocks
+  // its last round kept are all referenced, so this takes both sweeps).
+  StoreForestOptions none;
+  none.cache_bytes = 0;
+  auto uncached = OpenForest("model", nullptr, none);
+  ASSERT_NE(uncached, nullptr);
+  ExpectSameAsInMemory(f, uncached->engine(), rows, GetParam() + " no cache");
+  EXPECT_GT(uncached->read_stats().evicted, 0u);
+  EXPECT_EQ(uncached->read_stats().cached_bytes, 0u);
+}
+
+TEST_P(StoreForestTest, ACorruptNodeBlockIsAnErrorNamingItAndACorruptHeaderFailsOpen) {
+  const Forest f = TestForest(Flavor::kXgboost);
+  Import("model", f, 1024);
+  auto info = store_->Lookup("model");
+  ASSERT_TRUE(info.ok());
+  uint64_t first_node_block = 0;
+  {
+    auto forest = OpenForest("model");
+    ASSERT_NE(forest, nullptr);
+    first_node_block = forest->engine().file().header().node_first_block;
+  }
+  store_.reset();  // rocksdb: damaged with the store closed
+  ASSERT_EQ(env_->CorruptStoredBlock(*info, first_node_block), "");
+  Open();
+  auto forest = OpenForest("model");
+  ASSERT_NE(forest, nullptr);
+  std::vector<double> out;
+  // Every row starts in the first bin block.
+  Status s = forest->engine().PredictAll(MakeAdversarialRows(f, 5, 1), false, 1, &out);
+  EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+  EXPECT_NE(s.message().find("forest 'model' generation " + std::to_string(info->generation) +
+                             " block " + std::to_string(first_node_block)),
+            std::string::npos)
+      << s.message();
+  forest.reset();  // it shares the store
+  store_.reset();
+  ASSERT_EQ(env_->CorruptStoredBlock(*info, 0), "");
+  Open();
+  auto bad = StoreForest::Open(store_, "model");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(bad.status().IsCorruption()) << bad.status().ToString();
+  EXPECT_NE(bad.status().message().find("block 0"), std::string::npos) << bad.status().message();
+}
+
+TEST_P(StoreForestTest, MissingForestsAndBadNamesAreClearErrors) {
+  auto missing = StoreForest::Open(store_, "nothing-here");
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound) << missing.status().ToString();
+  EXPECT_NE(missing.status().message().find("nothing-here"), std::string::npos);
+  auto bad = StoreForest::Open(store_, "../etc");
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument) << bad.status().ToString();
+}
+
+INSTANTIATE_TEST_SUITE_P(AllBackends, StoreForestTest,
+                         ::testing::Values("rocksdb", "dir", "redis"));
+
+// Forwards to a real store; while `fail` is set, reads fail as an
+// unreachable store's do.
+TEST(StoreForestFaults, AStoreFailingMidRequestGivesItsErrorAndTheNextRequestWorks) {
+  std::string error;
+  auto env = store_test::MakeEnv("dir", &error);
+  auto opened = OpenBlockStore(env->Uri(), env->Options());
+  ASSERT_TRUE(opened.ok());
+  std::shared_ptr<BlockStore> store = std::move(*opened);
+  const Forest f = TestForest(Flavor::kXgboost);
+  PackOptions o;
+  o.block_size = 256;
+  auto bytes = PackForestToBuffer(f, o);
+  ASSERT_TRUE(bytes.ok());
+  ASSERT_TRUE(PublishBytes(*store, "model", *bytes, 256).ok());
+  auto faults = std::make_shared<FaultInjectionStore>(store.get());
+  auto forest = StoreForest::Open(faults, "model");
+  ASSERT_TRUE(forest.ok()) << forest.status().ToString();
+  const RowMatrix rows = MakeAdversarialRows(f, 10, 2);
+  faults->FailAllReads(StatusCode::kUnavailable);
+  std::vector<double> out;
+  Status s = (*forest)->engine().PredictAll(rows, false, 1, &out);
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
+  faults->ClearFaults();
+  ExpectSameAsInMemory(f, (*forest)->engine(), rows, "after the store came back");
+}
+
+// A real redis-server that dies or stops answering mid-request: an error
+// within the store timeout (plus slack for a loaded machine), never a hang.
+TEST(StoreForestFaults, ARedisServerThatDiesOrHangsGivesAnErrorWithinTheTimeout) {
+  store_test::RedisEnv env;
+  ASSERT_EQ(env.Start(), "");
+  auto opened = OpenBlockStore(env.Uri(), StoreForest::ReadOptions(1000));
+  auto writer = OpenBlockStore(env.Uri(), env.Options());
+  ASSERT_TRUE(opened.ok() && writer.ok());
+  const Forest f = TestForest(Flavor::kXgboost);
+  PackOptions o;
+  o.block_size = 256;
+  auto bytes = PackForestToBuffer(f, o);
+  ASSERT_TRUE(bytes.ok());
+  ASSERT_TRUE(PublishBytes(**writer, "model", *bytes, 256).ok());
+  writer->reset();
+  StoreForestOptions no_cache;  // every request reads from the server
+  no_cache.cache_bytes = 0;
+  auto forest = StoreForest::Open(std::move(*opened), "model", no_cache);
+  ASSERT_TRUE(forest.ok()) << forest.status().ToString();
+  const RowMatrix rows = MakeAdversarialRows(f, 4, 2);
+  std::vector<double> out;
+  ::kill(env.server().pid(), SIGSTOP);
+  auto t0 = std::chrono::steady_clock::now();
+  Status s = (*forest)->engine().PredictAll(OneRow(rows, 0), false, 1, &out);
+  double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ::kill(env.server().pid(), SIGCONT);
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
+  EXPECT_NE(s.message().find("no reply within"), std::string::npos) << s.message();
+  EXPECT_LT(waited, 1.0 + 5.0) << "bounded by the 1 s store timeout";
+  // The server answers again: so does the forest.
+  ASSERT_TRUE((*forest)->engine().PredictAll(OneRow(rows, 1), false, 1, &out).ok());
+  env.server().Kill();
+  t0 = std::chrono::steady_clock::now();
+  s = (*forest)->engine().PredictAll(OneRow(rows, 2), false, 1, &out);
+  waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
+  EXPECT_LT(waited, 1.0 + 5.0);
+}
+
+}  // namespace
+}  // namespace pacset
