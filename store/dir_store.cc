@@ -166,8 +166,11 @@ Status DirStore::Init() {
     // What another writer creating the store at this moment leaves before
     // its catalog appears: the lock, the two directories, the catalog's
     // temporary file.
+    // A writer that finished creating it since the check above may have
+    // added more (the catalog, a generation): then it is a store.
     for (const auto& n : names)
-      if (n != "lock" && n != "forests" && n != "pins" && n.rfind("catalog.tmp-", 0) != 0)
+      if (n != "lock" && n != "forests" && n != "pins" && n.rfind("catalog.tmp-", 0) != 0 &&
+          !PathExists(CatalogPath()))
         return Status::InvalidArgument("store " + where + ": " + root_ +
                                        " is not empty and is not a pacset dir store (no catalog)");
     if (options_.read_only) return Status::NotFound("no store at " + where + " (empty directory)");
