@@ -1,5 +1,7 @@
 #include "store/block_store.h"
 
+#include <algorithm>
+
 #include <pwd.h>
 #include <unistd.h>
 
@@ -126,6 +128,13 @@ std::pair<size_t, size_t> StoreUriPasswordSpan(const std::string& uri) {
   if (at == std::string::npos || at < start) return {0, 0};
   const size_t colon = uri.find(':', start);
   return {colon != std::string::npos && colon < at ? colon + 1 : start, at};
+}
+
+void HideStorePasswords(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const auto [begin, end] = StoreUriPasswordSpan(argv[i]);
+    std::fill(argv[i] + begin, argv[i] + end, '*');
+  }
 }
 
 std::string RedactStoreUri(const std::string& uri) {

@@ -225,6 +225,12 @@ std::string DefaultStoreUri();
 std::string RedactStoreUri(const std::string& uri);
 // Where RedactStoreUri finds the password: [first, second); empty if none.
 std::pair<size_t, size_t> StoreUriPasswordSpan(const std::string& uri);
+// Overwrites with '*', in place, the password of every store URI among a
+// program's arguments (argv[1..argc-1]), once they are parsed: any local user
+// sees a process's command line (ps, /proc/PID/cmdline, which the kernel
+// reads from this very memory), and the daemon and `pacset predict --store
+// ... --input -` run for long.
+void HideStorePasswords(int argc, char** argv);
 
 // Where a redis password comes from when the URI has none:
 // StoreOptions::password, else this environment variable (the one redis-cli

@@ -106,7 +106,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 65536));
   p->add_option("--store", predict.store,
                 "Read the forest MODEL straight from this store, without a mount: "
-                "rocksdb:PATH, dir:PATH or redis://[:PASSWORD@]HOST:PORT[/DB]");
+                "rocksdb:PATH, dir:PATH, redis://[:PASSWORD@]HOST:PORT[/DB] or "
+                "redis-cluster://[:PASSWORD@]HOST:PORT[,HOST:PORT...] (a password is best given "
+                "in $REDISCLI_AUTH; one in the URI is hidden from ps once parsed)");
   p->add_option("--cache-size", predict.cache_size,
                 "--store: in-process block cache (e.g. 64MiB, 1GiB)")
       ->default_val("256MiB");
@@ -191,6 +193,7 @@ int main(int argc, char** argv) {
     const int rc = app.exit(e);
     return rc == 0 ? 0 : 2;
   }
+  pacset::HideStorePasswords(argc, argv);
 
   pacset::Status s;
   if (*p) {

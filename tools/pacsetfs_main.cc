@@ -19,17 +19,6 @@
 
 namespace {
 
-// The daemon runs for long and any user sees its command line (ps,
-// /proc/PID/cmdline, which the kernel reads from this very memory): a redis
-// password in a store URI (--store, SOURCE, -o store=) is overwritten with
-// '*' in place once the arguments are parsed.
-void HidePasswords(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    const auto [begin, end] = pacset::StoreUriPasswordSpan(argv[i]);
-    std::fill(argv[i] + begin, argv[i] + end, '*');
-  }
-}
-
 int Fail(const pacset::Status& s) {
   std::fprintf(stderr, "pacsetfs: error: %s\n", s.ToString().c_str());
   return 1;
@@ -83,7 +72,7 @@ int FstabForm(int argc, char** argv) {
   if (positional[0] != "pacsetfs" && positional[0] != "none" && opts.store_uri.empty())
     opts.store_uri = positional[0];
   opts.mountpoint = positional[1];
-  HidePasswords(argc, argv);
+  pacset::HideStorePasswords(argc, argv);
   pacset::Status s = pacset::RunMount(opts);
   return s.ok() ? 0 : Fail(s);
 }
@@ -143,7 +132,7 @@ int main(int argc, char** argv) {
     const int rc = app.exit(e);
     return rc == 0 ? 0 : 2;
   }
-  HidePasswords(argc, argv);
+  pacset::HideStorePasswords(argc, argv);
 
   if (*m) {
     if (!mount_o.empty()) {

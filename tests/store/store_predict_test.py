@@ -256,6 +256,34 @@ def test_a_corrupt_block_in_redis_or_a_dir_store_is_an_error_naming_it(env):
         assert r.stdout == "", r.stdout
 
 
+def test_a_password_in_the_store_uri_is_hidden_from_other_users(env):
+    # A serving process runs for long and any local user reads its command
+    # line: the password is overwritten once the arguments are parsed.
+    secret = "s3cret-" + os.urandom(4).hex()
+    redis = Redis(os.path.join(env.tmp, "authed"), persist=False, password=secret).start()
+    try:
+        uri = f"redis://:{secret}@127.0.0.1:{redis.port}"
+        os.environ["REDISCLI_AUTH"] = secret  # the import's own command line stays clean too
+        try:
+            pacset("import", env.pacs["256"], "--name", "model", "--store",
+                   f"redis://127.0.0.1:{redis.port}")
+        finally:
+            del os.environ["REDISCLI_AUTH"]
+        s = Stream("model", "--store", uri)
+        try:
+            s.send(env.lines[0])
+            expect_row(s.answer(30), env.want[0])
+            with open(f"/proc/{s.p.pid}/cmdline", "rb") as f:
+                cmdline = f.read()
+        finally:
+            rc, rest, err = s.finish()
+        assert rc == 0 and rest == "", (rc, rest, err)
+        assert secret.encode() not in cmdline, cmdline
+        assert b"redis://:" + b"*" * len(secret) + b"@" in cmdline, cmdline
+    finally:
+        redis.stop()
+
+
 def test_unreachable_stores_missing_forests_and_bad_options_are_clear_errors(env):
     env.import_all(stores=["dir"])
     port = free_port()
