@@ -100,7 +100,7 @@ def test_workers_open_a_path_on_a_pacsetfs_mount_and_nothing_is_shipped(
 
         def opened():
             import pacset.dask as pd_
-            return sorted(pd_._opened)
+            return sorted(opened_path for opened_path, _options in pd_._opened)
         assert client.run(opened) == {w: [path] for w in client.run(opened)}
         # Drop the workers' cached forests before the unmount (they map the file).
         client.run(lambda: __import__("pacset.dask").dask._opened.clear())
