@@ -137,12 +137,12 @@ double EstimateBlocksPerRow(const PackInput& in, const Placement& p, uint32_t bl
     const std::vector<double>& rows = weights.Load(t);
     for (uint32_t k = 0; k < K; ++k) class_rows[k] += rows[k];
     const uint64_t base = f.tree_offset[t], end = f.tree_offset[t + 1];
-    if (in.units[base] > 0) enter(base);
+    if (in.units(base) > 0) enter(base);
     for (uint64_t g = base; g < end; ++g) {
       if (!in.reachable[g] || f.left_child[g] < 0) continue;
       const uint64_t b = p.pos[g] / block_units;
       for (const int32_t c : {f.left_child[g], f.right_child[g]})
-        if (in.units[base + c] > 0 && p.pos[base + c] / block_units != b) enter(base + c);
+        if (in.units(base + c) > 0 && p.pos[base + c] / block_units != b) enter(base + c);
     }
     for (uint64_t b : touched) {
       for (uint32_t k = 0; k < K; ++k) {
@@ -178,7 +178,7 @@ double CountPlacedBlocksPerRow(const PackInput& in, const Placement& p, uint32_t
     for (size_t t = 0; t < f.num_trees(); ++t) {
       const uint64_t base = f.tree_offset[t];
       for (uint64_t g = base;; g = base + ForestChild(f, g, row)) {
-        if (in.units[g] > 0) {
+        if (in.units(g) > 0) {
           const uint64_t b = p.pos[g] / block_units;
           touched += seen[b] != r + 1;
           seen[b] = r + 1;

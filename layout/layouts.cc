@@ -73,16 +73,16 @@ class ForestLayout : public LayoutPolicy {
   // Places g (once). A leaf record is placed right after its parent when it
   // fits in the same block, so reaching a leaf costs no extra block there.
   static void Put(const PackInput& in, BlockFiller& filler, Placement& p, uint64_t g) {
-    if (in.units[g] == 0 || p.pos[g] != kUnplaced) return;
-    p.pos[g] = filler.Place(in.units[g]);
+    if (in.units(g) == 0 || p.pos[g] != kUnplaced) return;
+    p.pos[g] = filler.Place(in.units(g));
     const Forest& f = *in.forest;
     if (f.left_child[g] < 0) return;
     const uint64_t base = f.tree_offset[in.tree_of[g]];
     for (int32_t c : {f.left_child[g], f.right_child[g]}) {
       const uint64_t cg = base + c;
-      if (f.left_child[cg] < 0 && in.units[cg] > 0 && p.pos[cg] == kUnplaced &&
-          filler.Fits(in.units[cg]))
-        p.pos[cg] = filler.Place(in.units[cg]);
+      if (f.left_child[cg] < 0 && in.units(cg) > 0 && p.pos[cg] == kUnplaced &&
+          filler.Fits(in.units(cg)))
+        p.pos[cg] = filler.Place(in.units(cg));
     }
   }
 
@@ -110,7 +110,7 @@ class ForestLayout : public LayoutPolicy {
             continue;
           }
           levels[t][d].push_back(g);
-          bin_units[t] += in.units[g];
+          bin_units[t] += in.units(g);
           Kids k = ChildrenOf(f, g, base);
           if (k.left != kUnplaced) {
             next.push_back(k.left);
@@ -253,7 +253,7 @@ class ForestLayout : public LayoutPolicy {
         pool.pop();
       }
       const uint64_t g = best_first ? frontier.top().g : stack.back().g;
-      if (in.units[g] > 0 && p.pos[g] == kUnplaced && !filler.Fits(in.units[g])) {
+      if (in.units(g) > 0 && p.pos[g] == kUnplaced && !filler.Fits(in.units(g))) {
         // Block boundary: defer this block's frontier, restart from the hottest.
         for (; !frontier.empty(); frontier.pop()) pool.push(frontier.top());
         for (const Hot& s : stack) pool.push(s);
@@ -268,7 +268,7 @@ class ForestLayout : public LayoutPolicy {
       // Push the lighter child first so the heavier one is on top of the stack.
       const bool left_heavier = Heavier(in, k.left, k.right);
       for (uint64_t c : {left_heavier ? k.right : k.left, left_heavier ? k.left : k.right}) {
-        if (in.units[c] == 0) continue;
+        if (in.units(c) == 0) continue;
         (best_first ? frontier.push({in.weight[c], c}) : stack.push_back({in.weight[c], c}));
       }
     }

@@ -15,10 +15,11 @@ namespace pacset {
 inline constexpr uint64_t kUnplaced = std::numeric_limits<uint64_t>::max();
 
 // Per global node of the forest: how it is stored and how hot it is.
+// weight, depth and tree_of serve the placement only; the packer empties
+// them before encoding.
 struct PackInput {
   const Forest* forest = nullptr;
   std::vector<uint8_t> kind;    // RefKind used when something refers to this node
-  std::vector<uint32_t> units;  // space taken in the node region (0 when inlined)
   std::vector<double> weight;   // access probability per traversal of its tree
   std::vector<uint32_t> depth;  // edges from the tree root (reachable nodes only)
   std::vector<uint8_t> reachable;
@@ -26,7 +27,24 @@ struct PackInput {
   // Classes whose rows the estimate follows separately (LatentClasses), 0 for none.
   uint32_t latent_classes = 0;
 
-  bool stored(uint64_t g) const { return reachable[g] && units[g] > 0; }
+  // Units of the node region a node and a leaf record take (set by the packer
+  // with the node format).
+  uint32_t node_units = 1;
+  uint32_t record_units = 1;
+
+  // Space `g` takes in the node region: 0 when it is inlined or unreachable.
+  uint32_t units(uint64_t g) const {
+    if (!reachable[g]) return 0;
+    switch (static_cast<RefKind>(kind[g])) {
+      case RefKind::kNode:
+        return node_units;
+      case RefKind::kLeafRecord:
+        return record_units;
+      default:
+        return 0;
+    }
+  }
+  bool stored(uint64_t g) const { return units(g) > 0; }
 };
 
 // The interleaved bins of a binned layout (ignored by the others).
