@@ -1,5 +1,6 @@
 #include "model/import.h"
 
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -125,31 +126,61 @@ StatusOr<Forest> ImportModel(const std::string& path, ModelFormat format,
   return result;
 }
 
+namespace {
+
+// Maps the exporter's stream written to `fd` (closed here) and imports it.
+StatusOr<Forest> ImportMappedStream(int fd, const std::string& path) {
+  struct stat st {};
+  if (fstat(fd, &st) != 0) {
+    const int e = errno;
+    close(fd);
+    return Status::FromErrno("cannot read the export of " + path, e);
+  }
+  const size_t size = static_cast<size_t>(st.st_size);
+  void* map = size ? mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0) : nullptr;
+  const int map_errno = errno;
+  close(fd);
+  if (map == MAP_FAILED) return Status::FromErrno("cannot map the export of " + path, map_errno);
+  auto forest = ImportSklearnStream(std::string_view(static_cast<const char*>(map), size),
+                                    path + " (exported)");
+  if (map) munmap(map, size);
+  return forest;
+}
+
+}  // namespace
+
 StatusOr<Forest> ImportSklearnPickle(const std::string& path, const HelperPrograms& helpers) {
   if (!IsReadable(path)) return Status::FromErrno("cannot open " + path, errno);
   const std::string& exporter = helpers.sklearn_exporter;
   if (exporter.empty())
     return Status::NotFound("cannot find pacset-sklearn-export (set PACSET_SKLEARN_EXPORTER)");
   const std::string& python = helpers.python;
-  // The exporter streams the estimator's arrays in binary (no JSON numbers,
-  // no temporary file): reading costs about what joblib.load costs.
-  std::string stream, err;
+  // The exporter streams the estimator's arrays in binary (no JSON numbers)
+  // into an anonymous memory file that is then mapped: no pipe copy, no
+  // growing buffer, no temporary file name. Reading costs about what
+  // joblib.load costs.
+  const int fd = memfd_create("pacset-sklearn-stream", MFD_CLOEXEC);
+  if (fd < 0) return Status::FromErrno("cannot create the export buffer for " + path, errno);
+  std::string err;
   int code = 0;
-  const int spawn_error = RunCollecting({python, exporter, "--stream", path}, &stream, &err, &code);
-  if (spawn_error != 0)
+  const int spawn_error = RunWritingTo({python, exporter, "--stream", path}, fd, &err, &code);
+  if (spawn_error != 0) {
+    close(fd);
     return Status::NotSupported(path + ": reading scikit-learn models needs python3 (" + python +
                                 ": " + std::strerror(spawn_error) +
                                 "); install it with: apt-get install python3 python3-sklearn "
                                 "python3-joblib");
+  }
   while (!err.empty() && err.back() == '\n') err.pop_back();
   if (code != 0) {
+    close(fd);
     // The exporter exits 3 when python3-sklearn / joblib is missing.
     if (code == 3) return Status::NotSupported(err);
     if (code == 127 || err.find("No such file") != std::string::npos)
       return Status::NotSupported(path + ": reading scikit-learn models needs python3: " + err);
     return Status::InvalidArgument(path + ": " + (err.empty() ? "exporter failed" : err));
   }
-  auto forest = ImportSklearnStream(stream, path + " (exported)");
+  auto forest = ImportMappedStream(fd, path);
   if (!forest.ok()) return forest;
   // Warnings (e.g. "pickled by another scikit-learn version") go to the caller.
   size_t begin = 0;

@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/time.h>
+#include <unistd.h>
 
 #include <cerrno>
 
@@ -35,6 +38,36 @@ TEST(RunCollecting, ReportsAProgramThatCannotStartAsItsErrno) {
   std::string out, err;
   int code = -2;
   EXPECT_EQ(RunCollecting({"/nonexistent/program"}, &out, &err, &code), ENOENT);
+}
+
+TEST(RunWritingTo, WritesStdoutToTheFileAndCollectsStderr) {
+  const int fd = memfd_create("subprocess-test", MFD_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  std::string err;
+  int code = -2;
+  ASSERT_EQ(RunWritingTo({"/bin/sh", "-c",
+                          "head -c 3000000 /dev/zero; printf tail; head -c 200000 /dev/zero >&2; "
+                          "exit 2"},
+                         fd, &err, &code),
+            0);
+  EXPECT_EQ(code, 2);
+  EXPECT_EQ(err.size(), 200000u);
+  struct stat st {};
+  ASSERT_EQ(fstat(fd, &st), 0);
+  ASSERT_EQ(st.st_size, 3000004);
+  char tail[4];
+  ASSERT_EQ(pread(fd, tail, 4, 3000000), 4);
+  EXPECT_EQ(std::string(tail, 4), "tail");
+  close(fd);
+}
+
+TEST(RunWritingTo, ReportsAProgramThatCannotStartAsItsErrno) {
+  const int fd = memfd_create("subprocess-test", MFD_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  std::string err;
+  int code = -2;
+  EXPECT_EQ(RunWritingTo({"/nonexistent/program"}, fd, &err, &code), ENOENT);
+  close(fd);
 }
 
 TEST(RunQuietly, ReturnsTheExitStatusOrMinusOne) {

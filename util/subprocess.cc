@@ -46,35 +46,41 @@ int RunQuietly(const std::vector<std::string>& args) {
   return WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -1;
 }
 
-int RunCollecting(const std::vector<std::string>& args, std::string* out, std::string* err,
-                  int* exit_code) {
-  int out_pipe[2], err_pipe[2];
-  if (pipe2(out_pipe, O_CLOEXEC) != 0) return errno;
+namespace {
+
+// RunCollecting and RunWritingTo: stdout to a pipe collected into *out, or
+// (out_fd >= 0) straight to out_fd; stderr to a pipe collected into *err.
+int RunAndCollect(const std::vector<std::string>& args, int out_fd, std::string* out,
+                  std::string* err, int* exit_code) {
+  int out_pipe[2] = {-1, -1}, err_pipe[2];
+  if (out_fd < 0 && pipe2(out_pipe, O_CLOEXEC) != 0) return errno;
   if (pipe2(err_pipe, O_CLOEXEC) != 0) {
     const int e = errno;
-    close(out_pipe[0]);
-    close(out_pipe[1]);
+    if (out_fd < 0) {
+      close(out_pipe[0]);
+      close(out_pipe[1]);
+    }
     return e;
   }
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, out_pipe[1], STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, out_fd < 0 ? out_pipe[1] : out_fd, STDOUT_FILENO);
   posix_spawn_file_actions_adddup2(&actions, err_pipe[1], STDERR_FILENO);
   pid_t pid;
   const int rc = Spawn(args, &actions, &pid);
-  close(out_pipe[1]);
+  if (out_fd < 0) close(out_pipe[1]);
   close(err_pipe[1]);
   if (rc != 0) {
-    close(out_pipe[0]);
+    if (out_fd < 0) close(out_pipe[0]);
     close(err_pipe[0]);
     return rc;
   }
   // A bigger pipe: fewer wake-ups for a stream of hundreds of megabytes.
-  (void)fcntl(out_pipe[0], F_SETPIPE_SZ, 1 << 20);
+  if (out_fd < 0) (void)fcntl(out_pipe[0], F_SETPIPE_SZ, 1 << 20);
   struct pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
   std::string* sinks[2] = {out, err};
-  size_t used[2] = {out->size(), err->size()};
-  int open_fds = 2;
+  size_t used[2] = {out ? out->size() : 0, err->size()};
+  int open_fds = out_fd < 0 ? 2 : 1;
   while (open_fds > 0) {
     if (poll(fds, 2, -1) < 0) {
       if (errno == EINTR) continue;
@@ -97,7 +103,7 @@ int RunCollecting(const std::vector<std::string>& args, std::string* out, std::s
       used[i] += static_cast<size_t>(n);
     }
   }
-  out->resize(used[0]);
+  if (out) out->resize(used[0]);
   err->resize(used[1]);
   for (auto& p : fds)
     if (p.fd >= 0) close(p.fd);
@@ -105,6 +111,18 @@ int RunCollecting(const std::vector<std::string>& args, std::string* out, std::s
   if (!WaitForChild(pid, &wstatus)) return errno;
   *exit_code = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -1;
   return 0;
+}
+
+}  // namespace
+
+int RunCollecting(const std::vector<std::string>& args, std::string* out, std::string* err,
+                  int* exit_code) {
+  return RunAndCollect(args, -1, out, err, exit_code);
+}
+
+int RunWritingTo(const std::vector<std::string>& args, int out_fd, std::string* err,
+                 int* exit_code) {
+  return RunAndCollect(args, out_fd, nullptr, err, exit_code);
 }
 
 }  // namespace pacset

@@ -26,4 +26,11 @@ int RunQuietly(const std::vector<std::string>& args);
 int RunCollecting(const std::vector<std::string>& args, std::string* out, std::string* err,
                   int* exit_code);
 
+// Like RunCollecting, but stdout is the open file `out_fd` (a memfd or a
+// regular file; its offset advances as the program writes): a stream of
+// hundreds of megabytes lands in place, with no pipe copy and no growing
+// buffer. stderr is collected into *err.
+int RunWritingTo(const std::vector<std::string>& args, int out_fd, std::string* err,
+                 int* exit_code);
+
 }  // namespace pacset

@@ -27,14 +27,32 @@ _PICKLE_SUFFIXES = (".joblib", ".pkl", ".pickle")
 _FRAME_FORMAT = "pacset-pac"
 
 
+# The packer's "choose for me" and "as many trees as fit a block" (layout/pack.h
+# kChooseBins, kTreesPerBinFit), spelt as `pacset pack` spells them.
+_CHOOSE_BINS = 0
+_TREES_PER_BIN_FIT = 0xFFFFFFFF
+
+
+def _bin_option(value, name, words):
+    if isinstance(value, str):
+        if value not in words:
+            raise ValueError(f"{name} must be a number or one of {', '.join(sorted(words))}")
+        return words[value]
+    if int(value) < 1:
+        raise ValueError(f"{name} must be at least 1 (or 'auto')")
+    return int(value)
+
+
 def _pack_options(layout, block_size, bin_depth, trees_per_bin, leaf_ids):
     if isinstance(block_size, str):
         block_size = _core.parse_byte_size(block_size.strip(), "block_size")
     return {
         "layout": str(layout),
         "block_size": int(block_size),
-        "bin_depth": int(bin_depth),
-        "trees_per_bin": int(trees_per_bin),
+        "bin_depth": _bin_option(bin_depth, "bin_depth", {"auto": _CHOOSE_BINS}),
+        "trees_per_bin": _bin_option(
+            trees_per_bin, "trees_per_bin", {"auto": _CHOOSE_BINS, "fit": _TREES_PER_BIN_FIT}
+        ),
         "leaf_ids": bool(leaf_ids),
     }
 
@@ -281,7 +299,7 @@ class Forest:
         layout="pacset",
         block_size=65536,
         bin_depth=2,
-        trees_per_bin=0,
+        trees_per_bin="auto",
         leaf_ids=True,
     ):
         """A forest from flat numpy arrays, one dict per tree, read in place:
@@ -300,6 +318,10 @@ class Forest:
         leaves of its trees (aggregation "sum"; "mean" divides by their
         number), then postprocess: identity, sigmoid, softmax, class-index,
         exponential or sigmoid-pair.
+
+        Packing options as in load(), except that bin_depth is 2 unless given
+        ("auto" tries several depths, each a full placement: the flat builder
+        stays quick for very large trees).
         """
         base = np.atleast_1d(np.asarray(base_score, dtype=np.float64))
         if base.size == 1 and num_outputs > 1:
@@ -376,11 +398,16 @@ def load(
     format="auto",
     layout="pacset",
     block_size=65536,
-    bin_depth=2,
-    trees_per_bin=0,
+    bin_depth="auto",
+    trees_per_bin="auto",
     leaf_ids=True,
 ):
     """Packs a model in memory and returns its Forest.
+
+    layout, block_size, bin_depth, trees_per_bin and leaf_ids are `pacset
+    pack`'s options with its defaults: bin_depth and trees_per_bin "auto"
+    choose the bins that give the fewest blocks per row (trees_per_bin "fit":
+    as many trees as fit a block).
 
     model: a path (XGBoost .json/.ubj, LightGBM text, scikit-learn
     .joblib/.pkl -- unpickling runs code: only files you trust -- or a .pac,

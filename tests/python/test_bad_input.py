@@ -83,7 +83,9 @@ def test_unsupported_estimators_are_refused(data):
 def test_bad_pack_options_are_value_errors(data):
     X, y = data
     est = RandomForestRegressor(n_estimators=2, random_state=0).fit(X, y)
-    for kwargs in ({"layout": "zigzag"}, {"block_size": 1000}, {"block_size": "lots"}):
+    for kwargs in ({"layout": "zigzag"}, {"block_size": 1000}, {"block_size": "lots"},
+                   {"bin_depth": "deep"}, {"bin_depth": 0}, {"bin_depth": 17},
+                   {"trees_per_bin": "many"}, {"trees_per_bin": -1}):
         with pytest.raises(ValueError):
             pacset.load(est, **kwargs)
 

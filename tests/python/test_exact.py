@@ -195,3 +195,21 @@ def test_lightgbm_text_models_predict_what_pacset_predict_does(fixture, request,
         got = method(X)
         assert got.dtype == (np.int32 if flag == ["--leaf"] else np.float64)
         assert np.array_equal(got.reshape(len(X), -1), want), f"{fixture} {flag}"
+
+
+@pytest.mark.parametrize("fixture", ["binary.txt", "multiclass.txt"])
+def test_load_packs_a_model_file_byte_for_byte_as_pacset_pack_does(fixture, request, tmp_path):
+    import os
+    import subprocess
+
+    pacset_bin = request.config.getoption("--pacset")
+    if not pacset_bin:
+        pytest.skip("needs --pacset")
+    model = os.path.join(os.path.dirname(__file__), "..", "data", "lightgbm", fixture)
+    for kwargs, flags in (({}, []), ({"bin_depth": 3, "trees_per_bin": "fit"},
+                                     ["--bin-depth", "3", "--trees-per-bin", "fit"])):
+        cli = tmp_path / "cli.pac"
+        subprocess.run([pacset_bin, "pack", model, "-o", str(cli), "--block-size", "4KiB", *flags],
+                       capture_output=True, check=True)
+        pacset.load(model, block_size="4KiB", **kwargs).save(tmp_path / "py.pac")
+        assert (tmp_path / "py.pac").read_bytes() == cli.read_bytes(), kwargs
