@@ -43,8 +43,13 @@ class ServedMount {
     auto real = OpenBlockStore("dir:" + dir_.path() + "/store");
     EXPECT_TRUE(real.ok()) << real.status().ToString();
     EXPECT_TRUE(WriteForest(**real, "f", kBs, kBlocks, &gen_).ok());
-    auto fault = std::make_unique<FaultInjectionStore>(std::move(*real));
-    store_ = fault.get();
+    // The test owns the store its counters live in, and the mount gets a
+    // wrapper that borrows it: the daemon thread deletes only the wrapper, so
+    // the counters stay valid after it ends (the test learns of that end
+    // through the kernel's unmount, an order ThreadSanitizer cannot see).
+    real_ = std::move(*real);
+    store_ = std::make_unique<FaultInjectionStore>(real_.get());
+    auto fault = std::make_unique<FaultInjectionStore>(store_.get());
     mountpoint_ = dir_.path() + "/mnt";
     ::mkdir(mountpoint_.c_str(), 0755);
     MountOptions opts;
@@ -77,14 +82,14 @@ class ServedMount {
   bool ok() const { return ok_; }
   std::string file() const { return mountpoint_ + "/f.pac"; }
   std::string stats_file() const { return mountpoint_ + "/.pacsetfs/stats"; }
-  // Valid while mounted (the mount owns it).
-  FaultInjectionStore* store() const { return store_; }
+  FaultInjectionStore* store() const { return store_.get(); }
   std::string Block(uint64_t b) const { return MakeBlock(kBs, b, gen_); }
 
  private:
   TempDir dir_;
   uint64_t gen_ = 0;
-  FaultInjectionStore* store_ = nullptr;
+  std::unique_ptr<BlockStore> real_;
+  std::unique_ptr<FaultInjectionStore> store_;
   std::string mountpoint_;
   std::thread server_;
   Status served_;
