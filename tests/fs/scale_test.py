@@ -80,6 +80,26 @@ def pread_all(path):
         return f.read()
 
 
+def describe_wrong_bytes(got, off, want, other, fd=None):
+    """What `got` (read at `off`, not want[off:off+len(got)]) is: its length,
+    whether it is zeros, where it occurs in `want` or `other` (the forest's
+    other generation), and the open file's size."""
+    n = len(got)
+    what = [f"{n} bytes"]
+    if fd is not None:
+        what.append(f"file size {os.fstat(fd).st_size} (want {len(want)})")
+    if n and got == bytes(n):
+        what.append("all zeros")
+    for label, data in (("this generation", want), ("the other generation", other)):
+        at = data.find(got) if n else -1
+        if at >= 0:
+            what.append(f"equal to {label}'s bytes at {at} (block {at // 4096}, "
+                        f"{'aligned' if at % 4096 == 0 else 'unaligned'})")
+    same = sum(1 for a, b in zip(got, want[off:off + n]) if a == b)
+    what.append(f"{same} of {n} bytes agree with the wanted bytes")
+    return ", ".join(what)
+
+
 # ---------------------------------------------------------------- tests ----
 
 def test_a_forest_four_times_the_readers_memory_predicts_exactly(env):
@@ -187,7 +207,10 @@ def test_two_hosts_share_one_redis_store(env):
                 deadline = time.time() + 10
                 while True:
                     try:
-                        assert os.pread(fd, 4096, 5 * 4096) == new_bytes[5 * 4096:6 * 4096]
+                        got = os.pread(fd, 4096, 5 * 4096)
+                        assert got == new_bytes[5 * 4096:6 * 4096], \
+                            f"{m.netns}: wrong bytes after redis restarted: " + \
+                            describe_wrong_bytes(got, 5 * 4096, new_bytes, old_bytes, fd)
                         break
                     except OSError:
                         assert time.time() < deadline, f"{m.netns} did not recover"
