@@ -150,8 +150,9 @@ def test_a_forest_four_times_the_readers_memory_predicts_exactly(env):
 
 def test_two_hosts_share_one_redis_store(env):
     """Host a runs redis; hosts a and b each mount it (their own namespaces).
-    Both predict exactly; a re-import on a reaches new opens on b while b's
-    open file keeps its generation; stopping redis gives EIO on both within
+    Both predict exactly; a re-import on a reaches new opens on both hosts
+    (each at its daemon's next catalog refresh) while b's open file keeps
+    its generation; stopping redis gives EIO on both within
     the store timeout, and both recover when it returns."""
     hosts = env.add(TwoHosts())
     redis = env.add(Redis(env.tmp, netns=hosts.ns["a"], host=TwoHosts.ADDRESS["a"], port=6379))
@@ -175,15 +176,23 @@ def test_two_hosts_share_one_redis_store(env):
 
         hosts.run("a", [ARGS.pacset, "import", DATA["xgb"], "--name", "model", "--store", store])
         new_bytes = pread_all(DATA["xgb"])
-        deadline = time.time() + 10
-        while pread_all(os.path.join(mb.view, "model.pac")) != new_bytes:
-            assert time.time() < deadline, "host b never saw the re-import"
-            time.sleep(0.1)
+        # Each daemon notices the new generation at its own next catalog
+        # refresh (every 200 ms, not in step with the other host's); until
+        # then its new opens get the old generation, which is what they
+        # should get. So wait for both hosts before the opens below, which
+        # must be of the new generation (a's may come right after b's
+        # refresh and before a's: found in CI as "wrong" bytes on a).
+        for m in (mb, ma):
+            deadline = time.time() + 10
+            while pread_all(os.path.join(m.view, "model.pac")) != new_bytes:
+                assert time.time() < deadline, f"{m.netns} never saw the re-import"
+                time.sleep(0.1)
         out = mb.run([ARGS.pacset, "predict", os.path.join(mb.mp, "model.pac"), "-i",
                       DATA["rows"]]).stdout
         assert out == DATA["xgb_out"], "host b's predictions after the re-import differ"
         assert held_map[:] == old_bytes, "host b's open file changed generation"
-        print("    re-import on a: new opens on b see it, b's open file keeps its generation")
+        print("    re-import on a: new opens on both hosts see it, b's open file keeps its "
+              "generation")
 
         # Redis stops: uncached reads fail with EIO on both hosts within the deadline.
         fds = {m: os.open(os.path.join(m.view, "model.pac"), os.O_RDONLY) for m in (ma, mb)}
