@@ -25,7 +25,9 @@ Status PacsetFs::Start(std::unique_ptr<BlockStore> store, std::unique_ptr<TraceW
   reader_ = std::make_unique<BlockReader>(store_.get(), &cache_, RedactStoreUri(opts_.store_uri),
                                           opts_.store_timeout_ms);
   if (trace) tracing_.Adopt(std::move(trace), opts_.trace_path);
-  return table_->Refresh().status();
+  Status s = table_->Refresh().status();
+  (void)table_->TakeChangedNames();  // the kernel knows no names yet
+  return s;
 }
 
 void PacsetFs::StartThreads(fuse_session* se) {
@@ -48,24 +50,26 @@ void PacsetFs::StopThreads() {
 }
 
 // Looks for new generations every catalog_refresh ms; a name whose generation
-// changed gets its directory entry invalidated, so the next open resolves to
-// the new inode.
+// changed (in this refresh or in one a lookup ran meanwhile) gets its
+// directory entry invalidated, so the next open resolves to the new inode.
 void PacsetFs::RefreshLoop() {
   MutexLock lock(&refresh_mu_);
   while (!stop_) {
     refresh_cv_.WaitFor(&refresh_mu_, std::chrono::milliseconds(opts_.catalog_refresh_ms));
     if (stop_) break;
     refresh_mu_.Unlock();
-    StatusOr<std::vector<std::string>> changed = Status::Internal("catalog refresh threw");
+    Status refreshed = Status::Internal("catalog refresh threw");
+    std::vector<std::string> changed;
     try {
-      changed = table_->Refresh();
+      refreshed = table_->Refresh().status();
+      changed = table_->TakeChangedNames();
     } catch (...) {
       // Keep refreshing: the next round may succeed.
     }
-    if (!changed.ok()) {
-      Log(LOG_WARNING, "catalog refresh failed: %s", changed.status().ToString().c_str());
-    } else if (se_) {
-      for (const auto& name : *changed) {
+    if (!refreshed.ok())
+      Log(LOG_WARNING, "catalog refresh failed: %s", refreshed.ToString().c_str());
+    if (se_) {
+      for (const auto& name : changed) {
         const std::string file = FileNameOf(name);
         fuse_lowlevel_notify_inval_entry(se_, kRootIno, file.c_str(), file.size());
       }

@@ -17,12 +17,19 @@ bool ForestNameOf(const char* file, std::string* forest) {
 }
 
 StatusOr<std::vector<std::string>> ForestTable::Refresh() {
+  uint64_t ticket;
+  {
+    MutexLock lock(&mu_);
+    ticket = ++refreshes_started_;
+  }
   PACSET_RETURN_IF_ERROR(store_->Refresh());
   PACSET_ASSIGN_OR_RETURN(std::vector<ForestInfo> list, store_->List());
   std::vector<std::string> changed;
   std::vector<Unpin> unpins;
   {
     MutexLock lock(&mu_);
+    if (ticket < applied_refresh_) return changed;  // overtaken by a later listing
+    applied_refresh_ = ticket;
     std::map<std::string, ForestInfo> next;
     for (auto& info : list) next[info.name] = info;
     for (const auto& [name, info] : next) {
@@ -32,6 +39,7 @@ StatusOr<std::vector<std::string>> ForestTable::Refresh() {
     for (const auto& [name, info] : catalog_)
       if (!next.count(name)) changed.push_back(name);
     catalog_.swap(next);
+    changed_names_.insert(changed.begin(), changed.end());
     last_refresh_ = std::chrono::steady_clock::now();
     // Old generations nobody has open can go now.
     std::vector<std::shared_ptr<ForestInode>> all;
@@ -40,6 +48,13 @@ StatusOr<std::vector<std::string>> ForestTable::Refresh() {
   }
   DoUnpins(unpins);
   return changed;
+}
+
+std::vector<std::string> ForestTable::TakeChangedNames() {
+  MutexLock lock(&mu_);
+  std::vector<std::string> names(changed_names_.begin(), changed_names_.end());
+  changed_names_.clear();
+  return names;
 }
 
 void ForestTable::RefreshIfOlder(std::chrono::milliseconds max_age) {

@@ -67,6 +67,9 @@ void FaultInjectionStore::ClearFaults() {
   delay_ms_ = 0;
   pin_delay_ms_ = 0;
   put_limit_on_ = false;
+  hold_next_list_ = false;
+  list_held_ = false;
+  list_released_.notify_all();
 }
 
 Status FaultInjectionStore::AdmitPut() {
@@ -129,7 +132,33 @@ StatusOr<std::unique_ptr<GenerationWriter>> FaultInjectionStore::BeginGeneration
 StatusOr<ForestInfo> FaultInjectionStore::Lookup(const std::string& name) {
   return inner_->Lookup(name);
 }
-StatusOr<std::vector<ForestInfo>> FaultInjectionStore::List() { return inner_->List(); }
+StatusOr<std::vector<ForestInfo>> FaultInjectionStore::List() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!hold_next_list_) return inner_->List();
+    hold_next_list_ = false;
+  }
+  StatusOr<std::vector<ForestInfo>> list = inner_->List();
+  std::unique_lock<std::mutex> lock(mu_);
+  list_held_ = true;
+  list_released_.wait(lock, [this] { return !list_held_; });
+  return list;
+}
+void FaultInjectionStore::HoldNextList() {
+  std::lock_guard<std::mutex> lock(mu_);
+  hold_next_list_ = true;
+}
+void FaultInjectionStore::ReleaseHeldList() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    list_held_ = false;
+  }
+  list_released_.notify_all();
+}
+bool FaultInjectionStore::list_held() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return list_held_;
+}
 Status FaultInjectionStore::Delete(const std::string& name) { return inner_->Delete(name); }
 void FaultInjectionStore::DelayPins(int ms) {
   std::lock_guard<std::mutex> lock(mu_);

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -47,7 +48,14 @@ class FaultInjectionStore final : public BlockStore {
   // Pin and Unpin sleep `ms` milliseconds before going to the inner store
   // (a slow or hung store's round trip).
   void DelayPins(int ms);
-  // Back to forwarding everything unchanged (counters are kept).
+  // The next List reads the inner store's catalog, then waits until
+  // ReleaseHeldList before returning it: a listing that is overtaken by
+  // later ones (a slow round trip). list_held() tells when it waits.
+  void HoldNextList();
+  void ReleaseHeldList();
+  bool list_held() const;
+  // Back to forwarding everything unchanged (counters are kept; a held
+  // List is released).
   void ClearFaults();
 
   // Counters of reads that reached this store (including failed ones).
@@ -93,6 +101,9 @@ class FaultInjectionStore final : public BlockStore {
   std::set<std::pair<std::string, uint64_t>> corrupt_blocks_;
   int delay_ms_ = 0;
   int pin_delay_ms_ = 0;
+  bool hold_next_list_ = false;
+  bool list_held_ = false;
+  std::condition_variable list_released_;
   bool put_limit_on_ = false;
   uint64_t puts_left_ = 0;
 

@@ -3,8 +3,13 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <atomic>
 #include <chrono>
+#include <mutex>
+#include <random>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "store/block_store.h"
 #include "testkit/store_test_util.h"
@@ -197,6 +202,78 @@ TEST(RedisStore, PinLeasesAreRefreshedWhileHeld) {
   n = (*store)->CollectGarbage();
   ASSERT_TRUE(n.ok());
   EXPECT_EQ(*n, 1u);
+}
+
+// Pipelined reads whose server hangs mid-reply (its replies then arrive on
+// connections that gave up on them) or restarts: a connection that failed is
+// never reused, so every read that succeeds returns its own blocks. Two
+// forests have blocks of the same indices: a reply meant for another
+// request would pass the trailer check (index and checksum) and only the
+// payload tells it apart; a reply of another index would be kCorruption.
+TEST(RedisStore, ReadsAcrossHangsAndRestartsReturnOnlyTheirOwnBlocks) {
+  RedisServer server;
+  ASSERT_EQ(server.Start(), "");
+  StoreOptions o = Opts();
+  o.io_timeout_ms = 150;
+  o.connect_timeout_ms = 150;
+  auto store = OpenBlockStore(server.uri(), o);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  constexpr uint64_t kBlocks = 16;
+  // Payload seeds 0 and 1: block i of "a" and block i of "b" differ.
+  ASSERT_TRUE(WriteForest(**store, "a", 4096, kBlocks, nullptr, 0).ok());
+  ASSERT_TRUE(WriteForest(**store, "b", 4096, kBlocks, nullptr, 1).ok());
+  std::vector<ForestInfo> forests = {(*store)->Lookup("a").value(), (*store)->Lookup("b").value()};
+
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> ok_reads{0}, failed_reads{0};
+  std::mutex mu;
+  std::vector<std::string> wrong;
+  auto reader = [&](unsigned seed) {
+    std::mt19937 rnd(seed);
+    while (!stop.load()) {
+      const uint64_t seed = rnd() % 2;
+      const ForestInfo& f = forests[seed];
+      std::vector<uint64_t> blocks;
+      for (int i = 0, n = 1 + static_cast<int>(rnd() % 8); i < n; ++i)
+        blocks.push_back(rnd() % kBlocks);
+      std::vector<std::string> out;
+      Status s = (*store)->MultiGet(f, blocks, &out);
+      std::lock_guard<std::mutex> lock(mu);
+      if (s.IsCorruption()) wrong.push_back(s.ToString());
+      if (!s.ok()) {
+        ++failed_reads;
+        continue;
+      }
+      ++ok_reads;
+      for (size_t i = 0; i < blocks.size(); ++i)
+        if (out[i] != MakeBlock(4096, blocks[i], seed))
+          wrong.push_back("forest " + f.name + " block " + std::to_string(blocks[i]) +
+                          ": another request's block");
+    }
+  };
+  std::vector<std::thread> readers;
+  for (unsigned i = 0; i < 4; ++i) readers.emplace_back(reader, i + 1);
+  auto wait_for_reads = [&] {
+    const uint64_t before = ok_reads.load();
+    while (ok_reads.load() < before + 20) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  };
+  for (int round = 0; round < 6; ++round) {
+    wait_for_reads();
+    ASSERT_EQ(::kill(server.pid(), SIGSTOP), 0);  // replies stop mid-pipeline
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    ASSERT_EQ(::kill(server.pid(), SIGCONT), 0);  // and arrive late
+    wait_for_reads();
+    if (round % 2 == 1) {
+      server.ShutdownSave();
+      ASSERT_EQ(server.Restart(), "");
+    }
+  }
+  wait_for_reads();
+  stop = true;
+  for (auto& t : readers) t.join();
+  EXPECT_GT(failed_reads.load(), 0u) << "no read failed: the test shows nothing";
+  for (size_t i = 0; i < std::min<size_t>(wrong.size(), 5); ++i) ADD_FAILURE() << wrong[i];
+  EXPECT_TRUE(wrong.empty()) << wrong.size() << " reads returned what another request asked for";
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -39,7 +40,19 @@ class ForestTable {
 
   // Reloads the catalog from the store and releases generations nobody uses
   // any more. Returns the names whose current generation changed or vanished.
+  //
+  // Refreshes run at once (the refresher thread, and lookups through
+  // RefreshIfOlder) and their listings may come back in any order. A
+  // listing is applied only if no refresh that started after it has been
+  // applied meanwhile: it may be older than the catalog, and applying it
+  // would bring back a generation that lookups had stopped resolving to (a
+  // new open would get the old generation after others got the new one).
+  // Such a listing changes nothing and returns no names.
   StatusOr<std::vector<std::string>> Refresh() EXCLUDES(mu_);
+  // The names whose current generation changed or vanished in any refresh
+  // since the previous call: the refresher invalidates their kernel
+  // entries, also for changes that a lookup's refresh found first.
+  std::vector<std::string> TakeChangedNames() EXCLUDES(mu_);
   // Refresh() unless the catalog is younger than `max_age` (so that a lookup
   // right after an import sees it); failures are logged.
   void RefreshIfOlder(std::chrono::milliseconds max_age) EXCLUDES(mu_);
@@ -97,6 +110,9 @@ class ForestTable {
   CondVar pin_cv_;  // signalled when an inode's pin_busy clears
   std::map<std::string, ForestInfo> catalog_ GUARDED_BY(mu_);
   std::chrono::steady_clock::time_point last_refresh_ GUARDED_BY(mu_){};
+  uint64_t refreshes_started_ GUARDED_BY(mu_) = 0;
+  uint64_t applied_refresh_ GUARDED_BY(mu_) = 0;         // the refresh whose listing catalog_ is
+  std::set<std::string> changed_names_ GUARDED_BY(mu_);  // for TakeChangedNames
   std::unordered_map<fuse_ino_t, std::shared_ptr<ForestInode>> inodes_ GUARDED_BY(mu_);
   std::map<std::pair<std::string, uint64_t>, fuse_ino_t> by_gen_ GUARDED_BY(mu_);
   std::map<std::string, uint32_t> forest_ids_ GUARDED_BY(mu_);

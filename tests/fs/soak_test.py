@@ -120,11 +120,33 @@ class Soak:
                         self.count("read_errors")
                         continue
                     if got != want[off:off + n]:
-                        self.fail(f"pread({n}, {off}) returned wrong bytes")
+                        self.fail(f"pread({n}, {off}) returned wrong bytes: "
+                                  + self.describe(got, off, want))
                         return
                     self.count("reads")
             finally:
                 os.close(fd)
+
+    def describe(self, got, off, want):
+        """What a wrong read is: its length, zeros, or bytes found elsewhere in
+        this forest or the other one (a block of another generation)."""
+        other = next(b for b in self.bytes.values() if b is not want)
+        n = len(got)
+        what = [f"{n} bytes (wanted {len(want[off:off + n])})"]
+        if n and got == bytes(n):
+            what.append("all zeros")
+        for label, data in (("this forest", want), ("the other forest", other)):
+            at = data.find(got) if n else -1
+            if at >= 0:
+                what.append(f"found in {label} at {at} (block {at // 4096}+{at % 4096})")
+        for label, data in (("this forest", want), ("the other forest", other)):
+            head = got[:min(n, 512)]
+            at = data.find(head) if head else -1
+            if at >= 0 and data.find(got) < 0:
+                what.append(f"its first {len(head)} bytes found in {label} at {at}")
+        same = sum(1 for a, b in zip(got, want[off:off + n]) if a == b)
+        what.append(f"{same} of {n} bytes agree")
+        return ", ".join(what)
 
     def predictor(self):
         path = os.path.join(self.mp, "m.pac")
