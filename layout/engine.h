@@ -52,6 +52,11 @@ namespace internal {
 struct WarmForest;
 }
 
+// Instruction sets of the warm loop (layout/internal/warm_simd.h), narrowest
+// first. Every one gives the same bits.
+enum class WarmIsa : uint8_t { kAuto, kScalar, kAvx2, kAvx512 };
+const char* WarmIsaName(WarmIsa isa);
+
 struct EngineOptions {
   // Verify each block (checksum and index) the first time it is used, once
   // per block. Costs a hash of each block once; through a pacsetfs mount the
@@ -70,6 +75,11 @@ struct EngineOptions {
   // have done enough work. Off: warm requests always walk the mapping with
   // per-node checks (tests compare the two walks).
   bool warm_forest = true;
+  // The widest instructions the warm loop over the warm forest may use.
+  // kAuto: the widest this CPU has, capped by the environment variable
+  // PACSET_ISA (scalar, avx2, avx512) when set; another value is capped by
+  // the CPU (tests run every path the machine has).
+  WarmIsa warm_isa = WarmIsa::kAuto;
 };
 
 // What requests did so far (for --timing and benchmarks).
@@ -83,6 +93,11 @@ struct EngineStats {
   // time it took; 0 until built.
   uint64_t warm_forest_bytes = 0;
   double warm_forest_build_seconds = 0;
+  // What EngineOptions::warm_isa resolved to on this machine (never kAuto),
+  // and the rows its SIMD kernel walked (float32 rows without NaN, through a
+  // warm forest of compact nodes that routes by the threshold alone).
+  WarmIsa warm_isa = WarmIsa::kScalar;
+  uint64_t warm_simd_rows = 0;
 };
 
 class PacEngine {
@@ -127,7 +142,7 @@ class PacEngine {
 
  private:
   struct Counters {
-    std::atomic<uint64_t> warm{0}, inflight{0}, fetched{0}, waits{0};
+    std::atomic<uint64_t> warm{0}, inflight{0}, fetched{0}, waits{0}, simd_rows{0};
   };
   PacEngine() = default;
   // The warm forest once built (nullptr before, and for files that do not
@@ -141,6 +156,7 @@ class PacEngine {
   std::unique_ptr<BlockSource> source_;
   OutputRule rule_;
   EngineOptions options_;
+  WarmIsa warm_isa_ = WarmIsa::kScalar;  // options_.warm_isa resolved
   mutable Counters counters_;
   // The warm forest: built once by one thread (holding warm_forest_mu_),
   // published through warm_forest_ (release/acquire), never changed after.
