@@ -93,11 +93,15 @@ inline bool WalkWarmBlock(const WarmForest& warm, const WarmNode<Thr>* nodes, co
 // block's rows `x` (feature-major, TransposeRows): for each tree in order,
 // every row's leaf (many rows at once), then the leaves added row by row —
 // each row still adds its trees in order.
-template <typename AddLeafFn>
+// When every leaf is an inline value (WarmForest::leaf_values), a leaf adds
+// its value to acc[row * K + its tree's group] directly.
+template <typename Acc, typename AddLeafFn>
 inline bool WalkWarmBlockSimd(const WarmForest& warm, WarmTreeKernel kernel, const float* x,
-                              uint32_t nrows, int32_t* leaf, const AddLeafFn& add_leaf,
-                              uint64_t* bad_tree) {
+                              uint32_t nrows, int32_t* leaf, const TreeRecord* trees, Acc* acc,
+                              uint32_t K, const AddLeafFn& add_leaf, uint64_t* bad_tree) {
   constexpr uint64_t kRefMask = (uint64_t{1} << kWarmLeafKindShift) - 1;
+  const float* const values = warm.leaf_values.data();
+  const bool add_value = !warm.leaf_values.empty();
   const WarmNode<float>* const nodes = warm.nodes32.data();
   const uint64_t* const leaves = warm.leaves.data();
   const uint32_t T = static_cast<uint32_t>(warm.roots.size());
@@ -107,6 +111,11 @@ inline bool WalkWarmBlockSimd(const WarmForest& warm, WarmTreeKernel kernel, con
       kernel(nodes, root, x, nrows, leaf);
     } else {
       std::fill(leaf, leaf + nrows, root);
+    }
+    if (add_value) {  // AddLeaf's kInlineValue case
+      const uint32_t group = trees[t].group;
+      for (uint32_t r = 0; r < nrows; ++r) acc[r * K + group] += static_cast<Acc>(values[~leaf[r]]);
+      continue;
     }
     for (uint32_t r = 0; r < nrows; ++r) {
       const uint64_t l = leaves[~leaf[r]];
@@ -256,8 +265,8 @@ WalkFault WarmLoop<NodeT, kF32Input, Acc, kLeaves>::Run(const WalkJob& job, Acc*
           if constexpr (std::is_same_v<Cmp, float> &&
                         std::is_same_v<std::decay_t<decltype(*x)>, float>) {
             if (plain && kernel_) {
-              ok = WalkWarmBlockSimd(*warm_, kernel_, x, static_cast<uint32_t>(nrows), leaf,
-                                     add_leaf, &bad);
+              ok = WalkWarmBlockSimd(*warm_, kernel_, x, static_cast<uint32_t>(nrows), leaf, trees,
+                                     acc, K, add_leaf, &bad);
               if (job.simd_rows) *job.simd_rows += nrows;
               return ok ? WalkFault{} : WalkFault{WalkFault::kBadLeaf, bad};
             }
