@@ -17,8 +17,11 @@
 //    once warm requests have walked about as many nodes as the file has, the
 //    request that crosses that line copies the nodes, checked once, into a
 //    compact private array (layout/internal/warm_forest.h) that later warm
-//    requests walk with no per-node checks at all. A cold or small first
-//    request never waits for that copy.
+//    requests walk with no per-node checks at all — with AVX-512 or AVX2
+//    gathers, 64 rows through a tree at once, when the CPU has them
+//    (layout/internal/warm_simd.h; chosen at run time, the build needs only
+//    the baseline instruction set). A cold or small first request never
+//    waits for that copy.
 //
 // Safety: every block is verified (checksum and index in its trailer) the
 // first time it is used, unless EngineOptions::verify_blocks is off; every
