@@ -128,11 +128,20 @@ inline bool WalkWarmBlockSimd(const WarmForest& warm, WarmTreeKernel kernel, con
   return true;
 }
 
+// Written as counts over 16 values so that the compiler vectorizes it at -O2
+// (a bool reduction it does not): measured ~10% of a warm request of 256
+// depth-8 trees otherwise.
 template <typename T>
 bool AnyNan(const T* v, size_t n) {
-  bool nan = false;
-  for (size_t i = 0; i < n; ++i) nan |= v[i] != v[i];
-  return nan;
+  size_t i = 0;
+  int nan = 0;
+  for (; i + 16 <= n; i += 16) {
+    int c = 0;
+    for (int j = 0; j < 16; ++j) c += v[i + j] != v[i + j];
+    nan |= c;
+  }
+  for (; i < n; ++i) nan |= v[i] != v[i];
+  return nan != 0;
 }
 
 // Rows [r0, r0 + n) of `rows` as float32, feature-major: feature f of row i
