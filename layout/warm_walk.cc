@@ -89,7 +89,7 @@ inline bool WalkWarmBlock(const WarmForest& warm, const WarmNode<Thr>* nodes, co
 }
 
 // The same sums as WalkWarmBlock<float, true>, through `kernel` over the
-// block's rows `x` (feature-major, TransposeRows): for each tree in order,
+// block's rows `x` (feature-major, WarmTransposeFn): for each tree in order,
 // every row's leaf (many rows at once), then the leaves added row by row —
 // each row still adds its trees in order.
 // When every leaf is an inline value (WarmForest::leaf_values), a leaf adds
@@ -144,34 +144,17 @@ bool AnyNan(const T* v, size_t n) {
   return nan != 0;
 }
 
-// Rows [r0, r0 + n) of `rows` as float32, feature-major: feature f of row i
-// at x[f * n + i]. Rows that walk a tree together read the same features
-// near its root, and the same cache lines and pages now hold them. Tiles of
-// kTile x kTile keep both sides' lines in L1.
-inline void TransposeRows(const RowMatrix& rows, size_t r0, size_t n, uint32_t nf, float* x) {
-  constexpr size_t kTile = 16;
-  for (size_t i0 = 0; i0 < n; i0 += kTile) {
-    const size_t i1 = std::min(n, i0 + kTile);
-    for (uint32_t f0 = 0; f0 < nf; f0 += kTile) {
-      const uint32_t f1 = std::min<uint32_t>(nf, f0 + kTile);
-      for (size_t i = i0; i < i1; ++i) {
-        const double* row = rows.row(r0 + i);
-        for (uint32_t f = f0; f < f1; ++f) x[f * n + i] = static_cast<float>(row[f]);
-      }
-    }
-  }
-}
-
 template <typename NodeT, bool kF32Input, typename Acc, bool kLeaves>
 class WarmLoop {
  public:
   WarmLoop(const PacFile& file, const OutputRule& rule, const char* image, const WarmForest* warm,
-           WarmTreeKernel kernel, size_t block_rows)
+           WarmTreeKernel kernel, WarmTransposeFn transpose, size_t block_rows)
       : file_(file),
         rule_(rule),
         base_(image),
         warm_(warm),
         kernel_(kernel),
+        transpose_(transpose),
         block_rows_(block_rows) {}
 
   // Rows are taken block_rows at a time (BlockRows): with the warm forest
@@ -196,6 +179,7 @@ class WarmLoop {
   // Null: the scalar lanes. Else used for blocks of float32 rows without NaN
   // when the warm forest routes plainly (compact nodes only).
   const WarmTreeKernel kernel_;
+  const WarmTransposeFn transpose_;  // with kernel_
   const size_t block_rows_;
 };
 
@@ -227,12 +211,13 @@ WalkFault WarmLoop<NodeT, kF32Input, Acc, kLeaves>::Run(const WalkJob& job, Acc*
   const size_t block_rows = block_rows_;
   for (size_t r0 = job.begin; r0 < job.end; r0 += block_rows) {
     const size_t nrows = std::min(block_rows, job.end - r0);
-    // The SIMD kernels take the block feature-major (TransposeRows).
-    bool transposed = false;
+    // The SIMD kernels take the block feature-major (WarmTransposeFn), which
+    // also finds NaN.
+    bool transposed = false, transposed_nan = false;
     auto convert = [&](bool feature_major) {
       if constexpr (kF32Input) {
         if (feature_major) {
-          TransposeRows(rows, r0, nrows, nf, x32);
+          transposed_nan = transpose_(rows.row(r0), nrows, nf, x32);
         } else {
           for (size_t i = 0; i < nrows; ++i) {
             const double* row = rows.row(r0 + i);
@@ -249,7 +234,7 @@ WalkFault WarmLoop<NodeT, kF32Input, Acc, kLeaves>::Run(const WalkJob& job, Acc*
     bool plain = warm_ && warm_->plain_routing;
     if (plain) {
       if constexpr (kF32Input) {
-        plain = !AnyNan(x32, nrows * nf);
+        plain = transposed ? !transposed_nan : !AnyNan(x32, nrows * nf);
       } else {
         plain = !AnyNan(rows.row(r0), nrows * nf);
       }
@@ -446,7 +431,7 @@ Status RunWarm(const PacFile& file, const OutputRule& rule, const char* image,
   std::unique_ptr<float[]> x32(new float[kF32Input ? block_rows * h.num_features : 1]);
   std::unique_ptr<int32_t[]> leaf(new int32_t[kernel ? block_rows : 1]);
   std::vector<double> margins(h.num_outputs);
-  const Loop loop(file, rule, image, warm, kernel, block_rows);
+  const Loop loop(file, rule, image, warm, kernel, WarmTransposeFor(isa), block_rows);
   SigbusScope scope(image, file.size(), h.block_size);
   if (sigsetjmp(*scope.env(), 0) != 0) return scope.Error(file.name());
   scope.Arm();

@@ -12,6 +12,7 @@
 // order and sums keep their bits.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "layout/engine.h"
@@ -29,6 +30,12 @@ using WarmTreeKernel = void (*)(const WarmNode<float>* nodes, int32_t root, cons
 
 inline constexpr uint64_t kWarmSimdMaxNodes = uint64_t{1} << 29;
 
+// Rows [0, n) of `rows` (row i at rows + i * nf) as float32, feature-major
+// (feature f of row i at x[f * n + i]: the layout the kernels take, where
+// rows walking a tree together read the same cache lines near its root);
+// true when any value is NaN. Requires n * nf < 2^31.
+using WarmTransposeFn = bool (*)(const double* rows, size_t n, uint32_t nf, float* x);
+
 // The instruction set `requested` resolves to on this CPU: kAuto is the
 // widest the CPU has unless the environment variable PACSET_ISA (scalar,
 // avx2, avx512) caps it; any other value is capped by what the CPU has.
@@ -38,5 +45,8 @@ WarmIsa ResolveWarmIsa(WarmIsa requested);
 // The kernel of `isa`; nullptr for kScalar (the portable lane loop of
 // layout/warm_walk.cc).
 WarmTreeKernel WarmTreeKernelFor(WarmIsa isa);
+// The transposition for `isa`'s kernel: with gathers for kAvx512, portable
+// code otherwise. Never null.
+WarmTransposeFn WarmTransposeFor(WarmIsa isa);
 
 }  // namespace pacset::internal
