@@ -392,13 +392,12 @@ WalkFault WarmLoop<NodeT, kF32Input, Acc, kLeaves>::Run(const WalkJob& job, Acc*
 // rows ~1.4x faster than 256 and ~2x than 64; the 1,030-tree XGBoost model
 // (1.6 MB) 1,024 rows ~10% faster than 64; the 256-tree one (0.8 MB) 64 rows
 // ~1.5x faster than 1,024. A block's features stay within kBlockBytes.
-// The SIMD kernels walk one tree over the whole block, 32 rows at a time,
-// refilling lanes as walks end: too few rows leave lanes idle at the end of
-// each tree, too many push the block's features out of L2. Measured (1
-// thread, L2 2 MiB, AVX-512): 1,030 trees of depth 12 (2.4 MB of nodes) 256
-// rows ~1.15x faster than 1,024 and ~1.05x than 512; 120 such trees
-// (0.3 MB) 256 rows ~1.1x faster than 64; the 682-tree forest the same at
-// 256 and 1,024.
+// The SIMD kernels walk one tree over the whole block, 64 rows at a time,
+// its features feature-major: too many rows push the block's features out
+// of L2 and make the transposition's stride long. Measured (1 thread, L2
+// 2 MiB, AVX-512): 1,030 trees of depth 12 (2.4 MB of nodes) 256 rows ~1.15x
+// faster than 1,024 and ~1.05x than 512; 120 such trees (0.3 MB) 256 rows
+// ~1.1x faster than 64; the 682-tree forest the same at 256 and 1,024.
 size_t BlockRows(const PacHeader& h, size_t node_bytes, size_t rows, bool simd) {
   constexpr size_t kLargeForestRows = 1024, kSmallForestRows = 64, kSimdRows = 256;
   constexpr size_t kBlockBytes = 4 << 20;
