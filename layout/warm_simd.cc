@@ -173,6 +173,33 @@ __attribute__((target("avx512f"))) bool TransposeAvx512(const double* rows, size
   return nan != 0;
 }
 
+// As TransposeAvx512, 8 rows at a time by two 4-lane gathers.
+__attribute__((target("avx2"))) bool TransposeAvx2(const double* rows, size_t n, uint32_t nf,
+                                                   float* x) {
+  const __m128i lo =
+      _mm_mullo_epi32(_mm_setr_epi32(0, 1, 2, 3), _mm_set1_epi32(static_cast<int32_t>(nf)));
+  const __m128i hi = _mm_add_epi32(lo, _mm_set1_epi32(static_cast<int32_t>(4 * nf)));
+  const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256d zero = _mm256_setzero_pd();
+  __m256d nan = zero;
+  for (size_t i0 = 0; i0 < n; i0 += 8) {
+    const int32_t left = static_cast<int32_t>(std::min<size_t>(8, n - i0));
+    const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(left), iota);
+    const __m256d mlo = _mm256_castsi256_pd(_mm256_cvtepi32_epi64(_mm256_castsi256_si128(m)));
+    const __m256d mhi = _mm256_castsi256_pd(_mm256_cvtepi32_epi64(_mm256_extracti128_si256(m, 1)));
+    const double* const base = rows + i0 * nf;
+    for (uint32_t f = 0; f < nf; ++f) {
+      const __m256d a = _mm256_mask_i32gather_pd(zero, base + f, lo, mlo, 8);
+      const __m256d b = _mm256_mask_i32gather_pd(zero, base + f, hi, mhi, 8);
+      nan = _mm256_or_pd(
+          nan, _mm256_or_pd(_mm256_cmp_pd(a, a, _CMP_UNORD_Q), _mm256_cmp_pd(b, b, _CMP_UNORD_Q)));
+      const __m256 v = _mm256_set_m128(_mm256_cvtpd_ps(b), _mm256_cvtpd_ps(a));
+      _mm256_maskstore_ps(x + f * n + i0, m, v);
+    }
+  }
+  return _mm256_movemask_pd(nan) != 0;
+}
+
 __attribute__((target("avx512f"))) void WalkTreeAvx512(const WarmNode<float>* nodes, int32_t root,
                                                        const float* x, uint32_t nrows,
                                                        int32_t* leaf) {
@@ -246,6 +273,7 @@ WarmIsa ResolveWarmIsa(WarmIsa requested) {
 WarmTransposeFn WarmTransposeFor(WarmIsa isa) {
 #ifdef PACSET_WARM_X86
   if (isa == WarmIsa::kAvx512) return TransposeAvx512;
+  if (isa == WarmIsa::kAvx2) return TransposeAvx2;
 #endif
   return TransposePortable;
 }

@@ -45,8 +45,8 @@ WarmIsa ResolveWarmIsa(WarmIsa requested);
 // The kernel of `isa`; nullptr for kScalar (the portable lane loop of
 // layout/warm_walk.cc).
 WarmTreeKernel WarmTreeKernelFor(WarmIsa isa);
-// The transposition for `isa`'s kernel: with gathers for kAvx512, portable
-// code otherwise. Never null.
+// The transposition for `isa`'s kernel: with gathers for kAvx512 and kAvx2,
+// portable code otherwise. Never null.
 WarmTransposeFn WarmTransposeFor(WarmIsa isa);
 
 }  // namespace pacset::internal
