@@ -29,7 +29,9 @@ first one-row request (which does not wait for it).
 usage: PYTHONPATH=build/python bench/warm_bench.py [--rounds 7] [--workdir DIR]
          [--pacset build/tools/pacset] [--models xgb1030,rf682,xgb256,lgbm]
          [--lgbm-model FILE] [--lgbm-lib lib_lightgbm.so]
-Absolute times depend on the machine; the ratios are the result.
+Absolute times depend on the machine; the ratios are the result. The warm
+loop uses the widest SIMD kernel the CPU has (layout/internal/warm_simd.h);
+PACSET_ISA=scalar|avx2|avx512 caps it, to compare.
 """
 
 import argparse
@@ -190,7 +192,8 @@ def run_case(args, label, pac, lib, check):
     print(f"  first request, 1 row: {t_row * 1e3:.2f} ms; first {args.X.shape[0]}-row request "
           f"(builds the warm forest): {t_first * 1e3:.0f} ms")
     print(f"  warm forest: {live.get('warm_path_bytes', 0) / 1e6:.1f} MB, built in "
-          f"{live.get('warm_path_build_seconds', 0) * 1e3:.1f} ms")
+          f"{live.get('warm_path_build_seconds', 0) * 1e3:.1f} ms; instructions: "
+          f"{live.get('warm_isa', '?')} (PACSET_ISA={os.environ.get('PACSET_ISA', 'unset')})")
     n = args.X.shape[0]
     per_thread = {}
     for threads in (1, 2):
@@ -227,6 +230,8 @@ def run_case(args, label, pac, lib, check):
                 rc = statistics.median(c_lib) / statistics.median(c_ours)
                 print(f"  1 thread: CPU time pacset {spread(c_ours)}, library {spread(c_lib)}: "
                       f"ratio {rc:.2f}x")
+    live = forest._core.info()
+    print(f"  rows walked by the SIMD kernels: {live.get('warm_simd_rows', 0)}")
     s = per_thread[1] / per_thread[2]
     print(f"  2 threads / 1 thread: {s:.2f}x (target >= {SCALING_TARGET}x: "
           f"{'met' if s >= SCALING_TARGET else 'MISSED'})")

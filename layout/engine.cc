@@ -4,6 +4,7 @@
 
 #include "layout/internal/walk.h"
 #include "layout/internal/warm_forest.h"
+#include "layout/internal/warm_simd.h"
 #include "util/parallel.h"
 
 namespace pacset {
@@ -109,6 +110,7 @@ StatusOr<std::unique_ptr<PacEngine>> PacEngine::FromFile(std::unique_ptr<PacFile
   if (options.max_in_flight == 0)
     return Status::InvalidArgument("at least one block must be allowed in flight");
   e->options_ = options;
+  e->warm_isa_ = internal::ResolveWarmIsa(options.warm_isa);
   e->source_ = source ? source(*file, options)
                       : NewPacFileSource(*file, options.verify_blocks, options.max_in_flight);
   e->file_ = std::move(file);
@@ -140,7 +142,11 @@ Status PacEngine::Run(const RowMatrix& rows, size_t begin, size_t end, bool marg
     const internal::WarmForest* warm =
         leaves || !options_.warm_forest ? nullptr : WarmForestFor(image, walks, &s);
     PACSET_RETURN_IF_ERROR(s);
-    return internal::WarmWalk(*file_, rule_, image, warm, job);
+    uint64_t simd_rows = 0;
+    job.simd_rows = &simd_rows;
+    s = internal::WarmWalk(*file_, rule_, image, warm, warm_isa_, job);
+    if (simd_rows) counters_.simd_rows.fetch_add(simd_rows, std::memory_order_relaxed);
+    return s;
   }
   counters_.inflight.fetch_add(1, std::memory_order_relaxed);
   internal::InFlightStats stats;
@@ -231,6 +237,8 @@ EngineStats PacEngine::stats() const {
     s.warm_forest_bytes = w->bytes();
     s.warm_forest_build_seconds = w->build_seconds;
   }
+  s.warm_isa = warm_isa_;
+  s.warm_simd_rows = counters_.simd_rows.load(std::memory_order_relaxed);
   return s;
 }
 

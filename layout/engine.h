@@ -17,8 +17,11 @@
 //    once warm requests have walked about as many nodes as the file has, the
 //    request that crosses that line copies the nodes, checked once, into a
 //    compact private array (layout/internal/warm_forest.h) that later warm
-//    requests walk with no per-node checks at all. A cold or small first
-//    request never waits for that copy.
+//    requests walk with no per-node checks at all — with AVX-512 or AVX2
+//    gathers, 64 rows through a tree at once, when the CPU has them
+//    (layout/internal/warm_simd.h; chosen at run time, the build needs only
+//    the baseline instruction set). A cold or small first request never
+//    waits for that copy.
 //
 // Safety: every block is verified (checksum and index in its trailer) the
 // first time it is used, unless EngineOptions::verify_blocks is off; every
@@ -52,6 +55,11 @@ namespace internal {
 struct WarmForest;
 }
 
+// Instruction sets of the warm loop (layout/internal/warm_simd.h), narrowest
+// first. Every one gives the same bits.
+enum class WarmIsa : uint8_t { kAuto, kScalar, kAvx2, kAvx512 };
+const char* WarmIsaName(WarmIsa isa);
+
 struct EngineOptions {
   // Verify each block (checksum and index) the first time it is used, once
   // per block. Costs a hash of each block once; through a pacsetfs mount the
@@ -70,6 +78,11 @@ struct EngineOptions {
   // have done enough work. Off: warm requests always walk the mapping with
   // per-node checks (tests compare the two walks).
   bool warm_forest = true;
+  // The widest instructions the warm loop over the warm forest may use.
+  // kAuto: the widest this CPU has, capped by the environment variable
+  // PACSET_ISA (scalar, avx2, avx512) when set; another value is capped by
+  // the CPU (tests run every path the machine has).
+  WarmIsa warm_isa = WarmIsa::kAuto;
 };
 
 // What requests did so far (for --timing and benchmarks).
@@ -83,6 +96,11 @@ struct EngineStats {
   // time it took; 0 until built.
   uint64_t warm_forest_bytes = 0;
   double warm_forest_build_seconds = 0;
+  // What EngineOptions::warm_isa resolved to on this machine (never kAuto),
+  // and the rows its SIMD kernel walked (float32 rows without NaN, through a
+  // warm forest of compact nodes that routes by the threshold alone).
+  WarmIsa warm_isa = WarmIsa::kScalar;
+  uint64_t warm_simd_rows = 0;
 };
 
 class PacEngine {
@@ -127,7 +145,7 @@ class PacEngine {
 
  private:
   struct Counters {
-    std::atomic<uint64_t> warm{0}, inflight{0}, fetched{0}, waits{0};
+    std::atomic<uint64_t> warm{0}, inflight{0}, fetched{0}, waits{0}, simd_rows{0};
   };
   PacEngine() = default;
   // The warm forest once built (nullptr before, and for files that do not
@@ -141,6 +159,7 @@ class PacEngine {
   std::unique_ptr<BlockSource> source_;
   OutputRule rule_;
   EngineOptions options_;
+  WarmIsa warm_isa_ = WarmIsa::kScalar;  // options_.warm_isa resolved
   mutable Counters counters_;
   // The warm forest: built once by one thread (holding warm_forest_mu_),
   // published through warm_forest_ (release/acquire), never changed after.

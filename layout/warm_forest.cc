@@ -90,9 +90,10 @@ struct Builder {
 
   // Pass 2: the nodes in file order, children renumbered. Leaf entries
   // [0, num_outputs) are the one-hot classes (a random forest to purity
-  // needs no other); the others follow.
+  // needs no other); the others follow. True when every leaf is an inline
+  // value.
   template <typename Out>
-  void Fill(const Scratch& s, WarmForest* w, Out* out) const {
+  bool Fill(const Scratch& s, WarmForest* w, Out* out) const {
     using V = NodeView<NodeT>;
     const uint32_t K = file.header().num_outputs;
     for (uint32_t c = 0; c < K; ++c)
@@ -100,7 +101,9 @@ struct Builder {
                              << kWarmLeafKindShift;
     uint64_t num_leaves = K, num_values = 0;
     const uint32_t width = file.header().leaf_width;
+    bool values_only = true;
     auto child_of = [&](uint64_t ref, uint32_t kind) -> int32_t {
+      values_only &= kind == kNodeKind || kind == static_cast<uint32_t>(RefKind::kInlineValue);
       if (kind == kNodeKind) return static_cast<int32_t>(s.index[ref - lo] - 1);
       if (kind == static_cast<uint32_t>(RefKind::kInlineClass)) return ~static_cast<int32_t>(ref);
       if (kind == static_cast<uint32_t>(RefKind::kLeafRecord)) {
@@ -128,6 +131,7 @@ struct Builder {
     for (size_t t = 0; t < trees.size(); ++t)
       w->roots[t] = child_of(trees[t].root, trees[t].root_kind);
     w->leaves.resize(num_leaves);  // shrinks: no allocation
+    return values_only;
   }
 };
 
@@ -168,18 +172,26 @@ StatusOr<std::unique_ptr<WarmForest>> Build(const PacFile& file, const char* ima
   w->leaves.resize(h.num_outputs + 2 * s.num_nodes + h.num_trees);
   w->records.resize((s.num_records + h.num_trees) * h.leaf_width);  // roots may be records
   w->roots.resize(h.num_trees);
+  bool values_only;
   {
     SigbusScope scope(image, file.size(), h.block_size);
     if (sigsetjmp(*scope.env(), 0) != 0) return scope.Error(file.name());
     scope.Arm();
     if constexpr (std::is_same_v<NodeT, CompactNode>) {
-      b.Fill(s, w.get(), w->nodes32.data());
+      values_only = b.Fill(s, w.get(), w->nodes32.data());
     } else {
-      b.Fill(s, w.get(), w->nodes64.data());
+      values_only = b.Fill(s, w.get(), w->nodes64.data());
     }
     scope.Disarm();
   }
   w->leaves.shrink_to_fit();
+  if (values_only) {
+    w->leaf_values.resize(w->leaves.size());
+    for (size_t i = 0; i < w->leaves.size(); ++i) {
+      const uint32_t bits = static_cast<uint32_t>(w->leaves[i]);
+      std::memcpy(&w->leaf_values[i], &bits, 4);
+    }
+  }
   w->build_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return w;

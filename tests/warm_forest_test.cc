@@ -3,7 +3,10 @@
 // predictor's bits and the checked mapping walk's bits on adversarial rows
 // (thresholds and their neighbours, NaN, +-0, +-inf, LightGBM's zero rule),
 // for every flavor, layout and node width, rows with NaN (the flag-aware
-// step) and rows without (the compare-only step); it must not be built for a
+// step) and rows without (the compare-only step), with the scalar lanes and
+// with each SIMD kernel this CPU can run (layout/internal/warm_simd.h: they
+// must walk every row without NaN of a file they apply to, and none of a
+// file they do not apply to); it must not be built for a
 // small first request, nor for a file that is not a plain forest of trees —
 // whose faults the checked walk then reports as before.
 #include <gtest/gtest.h>
@@ -25,10 +28,11 @@ using testing::MakeRandomForest;
 using testing::RandomForestSpec;
 
 std::unique_ptr<PacEngine> EngineOver(const std::string& bytes, bool warm_forest,
-                                      bool verify = true) {
+                                      bool verify = true, WarmIsa isa = WarmIsa::kAuto) {
   EngineOptions o;
   o.warm_forest = warm_forest;
   o.verify_blocks = verify;
+  o.warm_isa = isa;
   auto file = PacFile::FromBuffer(bytes, "test.pac");
   EXPECT_TRUE(file.ok()) << file.status().ToString();
   auto e = PacEngine::FromFile(std::move(*file), o);
@@ -80,6 +84,70 @@ RowMatrix WithoutNan(RowMatrix rows) {
   return rows;
 }
 
+// Every instruction set the warm loop has; those this CPU lacks resolve to a
+// narrower one (and are then checked as that one).
+constexpr WarmIsa kEveryIsa[] = {WarmIsa::kScalar, WarmIsa::kAvx2, WarmIsa::kAvx512};
+
+// Whether warm requests of rows without NaN go through the SIMD kernels
+// (layout/internal/warm_simd.h): compact nodes, float32 input, no node with
+// LightGBM's zero-as-missing rule, an instruction set with a kernel.
+bool TakesSimdPath(const PacEngine& e, const Forest& f) {
+  const PacHeader& h = e.file().header();
+  bool zero_is_missing = false;
+  for (uint8_t fl : f.flags) zero_is_missing |= (fl & kZeroIsMissing) != 0;
+  return h.node_format == static_cast<uint8_t>(NodeFormat::kCompact16) &&
+         h.input_precision == static_cast<uint8_t>(Precision::kFloat32) && !zero_is_missing &&
+         e.stats().warm_isa != WarmIsa::kScalar;
+}
+
+// The warm forest's walks (scalar lanes, and each SIMD kernel this CPU has)
+// against the in-memory predictor and the checked mapping walk, bit for bit,
+// on `with_nan` (blocks with NaN: the flag-aware scalar step) and the same
+// rows without NaN (the compare-only step: a SIMD kernel when the file
+// qualifies, which must then walk every one of those rows).
+void ExpectEveryWalkMatches(const Forest& f, const std::string& bytes, const RowMatrix& with_nan,
+                            const std::string& what) {
+  const RowMatrix without_nan = WithoutNan(with_nan);
+  const auto checked = EngineOver(bytes, false);
+  EXPECT_EQ(checked->stats().warm_forest_bytes, 0u) << what;
+  for (WarmIsa isa : kEveryIsa) {
+    const auto fast = EngineOver(bytes, true, true, isa);
+    const WarmIsa used = fast->stats().warm_isa;
+    EXPECT_LE(static_cast<int>(used), static_cast<int>(isa)) << what;
+    const bool simd = TakesSimdPath(*fast, f);
+    const std::string on = what + " isa " + WarmIsaName(used);
+    // A first request large enough to build the warm forest.
+    std::vector<double> out;
+    ASSERT_TRUE(fast->PredictAll(without_nan, false, 1, &out).ok());
+    ASSERT_GT(fast->stats().warm_forest_bytes, 0u) << on;
+    for (const RowMatrix* rows : {&with_nan, &without_nan}) {
+      const std::string w = on + (rows == &with_nan ? " with NaN" : " without NaN");
+      for (bool margin : {false, true}) {
+        const std::vector<double> want = Reference(f, *rows, margin);
+        std::vector<double> a, b;
+        ASSERT_TRUE(checked->PredictAll(*rows, margin, 1, &a).ok()) << w;
+        ExpectSameBits(a, want, w + " checked walk");
+        for (int threads : {1, 3}) {
+          const uint64_t simd_before = fast->stats().warm_simd_rows;
+          ASSERT_TRUE(fast->PredictAll(*rows, margin, threads, &b).ok()) << w;
+          ExpectSameBits(b, want, w + " warm forest, threads " + std::to_string(threads));
+          if (rows == &without_nan) {
+            EXPECT_EQ(fast->stats().warm_simd_rows - simd_before, simd ? rows->num_rows : 0u) << w;
+          }
+        }
+        // Requests of 1..20 rows: lanes left idle, blocks not a multiple of the lanes.
+        const size_t C = fast->num_columns(margin);
+        for (size_t n = 1; n <= 20; n += 3) {
+          std::vector<double> part(n * C);
+          ASSERT_TRUE(fast->Predict(*rows, 7, 7 + n, margin, part.data()).ok()) << w;
+          EXPECT_EQ(0, std::memcmp(part.data(), &want[7 * C], n * C * 8)) << w << " n " << n;
+        }
+      }
+    }
+    EXPECT_GT(fast->stats().warm_requests, 0u) << on;
+  }
+}
+
 class WarmForestEveryLayout : public ::testing::TestWithParam<testing::FlavorCase> {};
 
 TEST_P(WarmForestEveryLayout, MatchesTheReferenceAndTheCheckedWalkBitForBit) {
@@ -90,50 +158,61 @@ TEST_P(WarmForestEveryLayout, MatchesTheReferenceAndTheCheckedWalkBitForBit) {
   spec.seed = 23;
   const Forest f = MakeRandomForest(spec);
   const RowMatrix with_nan = MakeAdversarialRows(f, 300, 9);
-  const RowMatrix without_nan = WithoutNan(with_nan);
   size_t nan_rows = 0;
   for (size_t r = 0; r < with_nan.num_rows; ++r)
     for (size_t c = 0; c < with_nan.num_cols; ++c) nan_rows += std::isnan(with_nan.row(r)[c]);
   ASSERT_GT(nan_rows, 0u);
   for (LayoutKind layout : AllLayoutKinds()) {
     for (bool wide : {false, true}) {
-      const std::string bytes = Pack(f, layout, 4096, wide);
-      const std::string what = std::string(GetParam().name) + " " + LayoutKindName(layout) +
-                               (wide ? " wide" : " compact");
-      const auto checked = EngineOver(bytes, false);
-      const auto fast = EngineOver(bytes, true);
-      // A first request large enough to build the warm forest.
-      std::vector<double> out;
-      ASSERT_TRUE(fast->PredictAll(without_nan, false, 1, &out).ok());
-      ASSERT_GT(fast->stats().warm_forest_bytes, 0u) << what;
-      EXPECT_EQ(checked->stats().warm_forest_bytes, 0u) << what;
-      for (const RowMatrix* rows : {&with_nan, &without_nan}) {
-        const std::string w = what + (rows == &with_nan ? " with NaN" : " without NaN");
-        for (bool margin : {false, true}) {
-          const std::vector<double> want = Reference(f, *rows, margin);
-          std::vector<double> a, b;
-          ASSERT_TRUE(checked->PredictAll(*rows, margin, 1, &a).ok()) << w;
-          ExpectSameBits(a, want, w + " checked walk");
-          for (int threads : {1, 3}) {
-            ASSERT_TRUE(fast->PredictAll(*rows, margin, threads, &b).ok()) << w;
-            ExpectSameBits(b, want, w + " warm forest, threads " + std::to_string(threads));
-          }
-          // Requests of 1..20 rows: lanes left idle, blocks not a multiple of the lanes.
-          const size_t C = fast->num_columns(margin);
-          for (size_t n = 1; n <= 20; n += 3) {
-            std::vector<double> part(n * C);
-            ASSERT_TRUE(fast->Predict(*rows, 7, 7 + n, margin, part.data()).ok()) << w;
-            EXPECT_EQ(0, std::memcmp(part.data(), &want[7 * C], n * C * 8)) << w << " n " << n;
-          }
-        }
-      }
-      EXPECT_GT(fast->stats().warm_requests, 0u) << what;
+      ExpectEveryWalkMatches(f, Pack(f, layout, 4096, wide), with_nan,
+                             std::string(GetParam().name) + " " + LayoutKindName(layout) +
+                                 (wide ? " wide" : " compact"));
     }
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Flavors, WarmForestEveryLayout, testing::AllFlavors(),
                          testing::FlavorCaseName);
+
+// LightGBM's routing rules on a float32 forest of compact nodes: NaN as zero
+// only concerns NaN, so rows without NaN still take the SIMD kernels; zero as
+// missing sends values near zero the default way, which a plain compare does
+// not, so a forest with one such node never takes them.
+TEST(WarmForest, LightgbmRulesOnFloat32NodesKeepTheBitsAndZeroAsMissingStaysScalar) {
+  RandomForestSpec spec;
+  spec.trees = 30;
+  spec.max_depth = 12;
+  spec.seed = 41;
+  Forest nan_is_zero = MakeRandomForest(spec);
+  for (size_t g = 0; g < nan_is_zero.flags.size(); ++g)
+    if (g % 2) nan_is_zero.flags[g] |= kNanIsZero;
+  Forest zero_is_missing = nan_is_zero;
+  for (size_t g = 0; g < zero_is_missing.flags.size(); ++g)
+    if (g % 3 == 0) zero_is_missing.flags[g] |= kZeroIsMissing;
+  for (const Forest* f : {&nan_is_zero, &zero_is_missing}) {
+    const std::string bytes = Pack(*f, LayoutKind::kPacset, 4096, false);
+    const auto e = EngineOver(bytes, true);
+    ASSERT_EQ(e->file().header().node_format, static_cast<uint8_t>(NodeFormat::kCompact16));
+    ASSERT_EQ(TakesSimdPath(*e, *f), f == &nan_is_zero && e->stats().warm_isa != WarmIsa::kScalar);
+    ExpectEveryWalkMatches(*f, bytes, MakeAdversarialRows(*f, 300, 12),
+                           f == &nan_is_zero ? "NaN as zero" : "zero as missing");
+  }
+}
+
+// Trees whose paths end anywhere from the root's children to max_depth, and
+// single-leaf trees, through blocks whose rows are not a multiple of a
+// kernel's batch: every lane's row keeps its own leaf.
+TEST(WarmForest, SimdKernelsHandleUnevenPathsAndPartialBatches) {
+  RandomForestSpec spec;
+  spec.trees = 60;
+  spec.max_depth = 14;
+  spec.features = 40;
+  spec.split_probability = 0.75;
+  spec.seed = 77;
+  const Forest f = MakeRandomForest(spec);
+  const RowMatrix rows = MakeAdversarialRows(f, 1000 + 37, 5);
+  ExpectEveryWalkMatches(f, Pack(f, LayoutKind::kPacset, 4096, false), rows, "uneven");
+}
 
 Forest SmallXgboostForest() {
   RandomForestSpec spec;

@@ -197,11 +197,13 @@ void ReportEngineStats(const PredictOptions& opts, const PacEngine& engine) {
   if (!opts.timing) return;
   const EngineStats s = engine.stats();
   std::fprintf(stderr,
-               "predict: %llu warm + %llu in-flight requests, %llu blocks fetched in %llu rounds\n",
+               "predict: %llu warm + %llu in-flight requests, %llu blocks fetched in %llu rounds; "
+               "warm loop %s, %llu rows by its SIMD kernel\n",
                static_cast<unsigned long long>(s.warm_requests),
                static_cast<unsigned long long>(s.inflight_requests),
                static_cast<unsigned long long>(s.blocks_fetched),
-               static_cast<unsigned long long>(s.fetch_waits));
+               static_cast<unsigned long long>(s.fetch_waits), WarmIsaName(s.warm_isa),
+               static_cast<unsigned long long>(s.warm_simd_rows));
 }
 
 // Predicts with an engine over a .pac file (with request `marks`, PlanMarks)

@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "layout/block_source.h"
+#include "layout/engine.h"
 #include "layout/pac_file.h"
 #include "model/output.h"
 #include "model/routing.h"
@@ -129,6 +130,8 @@ struct WalkJob {
   bool margin = false;
   double* out = nullptr;      // (end - begin) * columns
   int32_t* leaves = nullptr;  // (end - begin) * num_trees
+  // Warm walks add the rows a SIMD kernel walked (may be null).
+  uint64_t* simd_rows = nullptr;
 };
 
 // Calls fn.template Call<NodeT, kF32Input, Acc>() with the file's node
@@ -159,10 +162,12 @@ Status DispatchByFormat(const PacHeader& h, const Fn& fn) {
 // the format's safety checks. A SIGBUS (a page evicted and now unreadable)
 // gives kIOError naming the block.
 // `warm` (may be null) is the file's warm forest (layout/internal/warm_forest.h):
-// walked instead of the mapping's nodes, same results bit for bit.
+// walked instead of the mapping's nodes, same results bit for bit; with
+// rows of float32 and no NaN, by the SIMD kernel of `isa` when it has one
+// (layout/internal/warm_simd.h).
 struct WarmForest;
 Status WarmWalk(const PacFile& file, const OutputRule& rule, const char* image,
-                const WarmForest* warm, const WalkJob& job);
+                const WarmForest* warm, WarmIsa isa, const WalkJob& job);
 
 // The in-flight scheduler (layout/inflight_walk.cc): walks every (row, tree)
 // of the job until its next block is not Ready, fetches those blocks (at

@@ -58,11 +58,17 @@ struct WarmForest {
   // NaN a node then routes by `x <= threshold` alone (the default direction
   // and LightGBM's NaN-as-zero only concern NaN; model/routing.h GoesLeft).
   bool plain_routing = true;
+  // When every leaf a walk can end on is an inline value (XGBoost, LightGBM
+  // regression): per entry of `leaves`, that value (entries [0, num_outputs),
+  // the one-hot classes, are never reached then), so adding a leaf is one
+  // float load. Empty otherwise.
+  std::vector<float> leaf_values;
   double build_seconds = 0;
 
   uint64_t bytes() const {
     return nodes32.size() * sizeof(nodes32[0]) + nodes64.size() * sizeof(nodes64[0]) +
-           flags.size() + leaves.size() * 8 + records.size() * 8 + roots.size() * 4;
+           flags.size() + leaves.size() * 8 + records.size() * 8 + roots.size() * 4 +
+           leaf_values.size() * 4;
   }
 };
 

@@ -423,6 +423,8 @@ py::dict Info(const PyForest& f) {
   const EngineStats st = f.engine->stats();
   d["warm_path_bytes"] = st.warm_forest_bytes;
   d["warm_path_build_seconds"] = st.warm_forest_build_seconds;
+  d["warm_isa"] = WarmIsaName(st.warm_isa);
+  d["warm_simd_rows"] = st.warm_simd_rows;
   d["source_json"] = f.file().SourceInfoJson();
   return d;
 }

@@ -1,0 +1,52 @@
+// SIMD walks of the warm forest (layout/internal/warm_forest.h): many rows
+// through one tree at once, one row per vector lane, with gathers. Compiled
+// for AVX2 and AVX-512 as separate functions (target attributes), chosen at
+// run time: the library itself needs only x86-64 (or any other target, where
+// only the scalar loop exists).
+//
+// A kernel routes by `x <= threshold` alone: the caller uses it only for
+// float32 rows without NaN through a forest with no LightGBM zero-as-missing
+// node (WarmForest::plain_routing), where that is what GoesLeft gives
+// (model/routing.h). It returns, per row, the leaf its walk ends on; the
+// caller adds the leaves tree by tree, so every row still adds its trees in
+// order and sums keep their bits.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "layout/engine.h"
+#include "layout/internal/warm_forest.h"
+
+namespace pacset::internal {
+
+// For every row r < nrows of `x`, feature-major (feature f of row r at
+// x[f * nrows + r]): leaf[r] = the child reference (< 0, ~index into
+// WarmForest::leaves) its walk from node `root` (>= 0) ends on. Requires
+// fewer than kWarmSimdMaxNodes nodes and nrows * nf < 2^31 (gather indices
+// are int32).
+using WarmTreeKernel = void (*)(const WarmNode<float>* nodes, int32_t root, const float* x,
+                                uint32_t nrows, int32_t* leaf);
+
+inline constexpr uint64_t kWarmSimdMaxNodes = uint64_t{1} << 29;
+
+// Rows [0, n) of `rows` (row i at rows + i * nf) as float32, feature-major
+// (feature f of row i at x[f * n + i]: the layout the kernels take, where
+// rows walking a tree together read the same cache lines near its root);
+// true when any value is NaN. Requires n * nf < 2^31.
+using WarmTransposeFn = bool (*)(const double* rows, size_t n, uint32_t nf, float* x);
+
+// The instruction set `requested` resolves to on this CPU: kAuto is the
+// widest the CPU has unless the environment variable PACSET_ISA (scalar,
+// avx2, avx512) caps it; any other value is capped by what the CPU has.
+// Never kAuto.
+WarmIsa ResolveWarmIsa(WarmIsa requested);
+
+// The kernel of `isa`; nullptr for kScalar (the portable lane loop of
+// layout/warm_walk.cc).
+WarmTreeKernel WarmTreeKernelFor(WarmIsa isa);
+// The transposition for `isa`'s kernel: with gathers for kAvx512 and kAvx2,
+// portable code otherwise. Never null.
+WarmTransposeFn WarmTransposeFor(WarmIsa isa);
+
+}  // namespace pacset::internal

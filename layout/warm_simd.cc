@@ -1,0 +1,314 @@
+#include "layout/internal/warm_simd.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define PACSET_WARM_X86 1
+#endif
+
+namespace pacset::internal {
+namespace {
+
+#ifdef PACSET_WARM_X86
+
+// Both kernels walk one tree with kGroups vectors of consecutive rows (one
+// row per lane) side by side: a step is a chain of dependent gathers (the
+// node; the row's value), so one vector would wait on each, while
+// independent vectors overlap. A lane whose walk has ended is masked off
+// until every lane of the batch has ended; then the batch stores its leaves
+// and the next rows start. (Refilling ended lanes at once, with AVX-512's
+// expand and scatter, measured slower: the refill chains the vectors'
+// steps.) A node (WarmNode<float>) is read as two 64-bit halves, (threshold,
+// feature) and (left, right): the children are gathered beside the
+// threshold, off the chain, and the compare picks one — 48 loads a step
+// instead of 64 with 32-bit gathers, and two gathers deep instead of three
+// (measured 1.3x faster with AVX-512, 1.05x with AVX2). `!(x <= threshold)`
+// (NLE, true for NaN too) goes right, as GoesLeft's plain compare does for
+// the rows these kernels are given. Measured (1 thread, AVX-512 machine,
+// 1,030 trees of depth 12): 64 rows a batch (4 x 16, 8 x 8) 1.2-1.3x faster
+// than 32 or 96, and AVX-512 ~1.3x faster than AVX2; both ~2-3x faster than
+// the scalar lanes.
+
+// AVX-512: 16 lanes a vector; each half of 16 nodes by two 8-lane gathers.
+template <int kGroups>
+__attribute__((target("avx512f"), always_inline)) inline void WalkTreeAvx512Pairs(
+    const WarmNode<float>* nodes, int32_t root, const float* x, uint32_t nrows, int32_t* leaf) {
+  const long long* const base = reinterpret_cast<const long long*>(nodes);
+  const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i evens = _mm512_add_epi32(iota, iota);
+  const __m512i odds = _mm512_add_epi32(evens, _mm512_set1_epi32(1));
+  const __m512i zero = _mm512_setzero_si512();
+  const __m512i vn = _mm512_set1_epi32(static_cast<int32_t>(nrows));
+  for (uint32_t r0 = 0; r0 < nrows; r0 += 16 * kGroups) {
+    __m512i row[kGroups], at[kGroups];
+    __mmask16 live[kGroups];
+    for (int g = 0; g < kGroups; ++g) {
+      row[g] = _mm512_add_epi32(iota, _mm512_set1_epi32(static_cast<int32_t>(r0 + 16 * g)));
+      live[g] = _mm512_cmplt_epi32_mask(row[g], vn);
+      at[g] = _mm512_set1_epi32(root);
+    }
+    for (;;) {
+      uint32_t any = 0;
+      for (int g = 0; g < kGroups; ++g) any |= live[g];
+      if (!any) break;
+      for (int g = 0; g < kGroups; ++g) {
+        const __mmask16 a = live[g];
+        const __mmask8 alo = static_cast<__mmask8>(a), ahi = static_cast<__mmask8>(a >> 8);
+        const __m512i idx = _mm512_add_epi32(at[g], at[g]);  // in 8-byte units
+        const __m256i ilo = _mm512_maskz_extracti64x4_epi64(0xFF, idx, 0);
+        const __m256i ihi = _mm512_maskz_extracti64x4_epi64(0xFF, idx, 1);
+        const __m512i tf_lo = _mm512_mask_i32gather_epi64(zero, alo, ilo, base, 8);
+        const __m512i tf_hi = _mm512_mask_i32gather_epi64(zero, ahi, ihi, base, 8);
+        const __m512i lr_lo = _mm512_mask_i32gather_epi64(zero, alo, ilo, base + 1, 8);
+        const __m512i lr_hi = _mm512_mask_i32gather_epi64(zero, ahi, ihi, base + 1, 8);
+        const __m512 thr = _mm512_castsi512_ps(_mm512_permutex2var_epi32(tf_lo, evens, tf_hi));
+        const __m512i feat = _mm512_permutex2var_epi32(tf_lo, odds, tf_hi);
+        const __m512 v = _mm512_mask_i32gather_ps(
+            _mm512_setzero_ps(), a,
+            _mm512_add_epi32(_mm512_maskz_mullo_epi32(0xFFFF, feat, vn), row[g]), x, 4);
+        const __mmask16 right = _mm512_mask_cmp_ps_mask(a, v, thr, _CMP_NLE_UQ);
+        const __m512i pick = _mm512_mask_mov_epi32(evens, right, odds);
+        at[g] = _mm512_mask_mov_epi32(at[g], a, _mm512_permutex2var_epi32(lr_lo, pick, lr_hi));
+        live[g] = _mm512_mask_cmpge_epi32_mask(a, at[g], zero);
+      }
+    }
+    for (int g = 0; g < kGroups; ++g)
+      _mm512_mask_storeu_epi32(leaf + r0 + 16 * g, _mm512_cmplt_epi32_mask(row[g], vn), at[g]);
+  }
+}
+
+// Of the 64-bit pairs p0..p3 (in lo) and p4..p7 (in hi): the low halves in
+// order (kHigh false) or the high halves.
+template <bool kHigh>
+__attribute__((target("avx2"), always_inline)) inline __m256i Halves(__m256i lo, __m256i hi) {
+  constexpr int kSel = kHigh ? _MM_SHUFFLE(3, 1, 3, 1) : _MM_SHUFFLE(2, 0, 2, 0);
+  const __m256 m = _mm256_shuffle_ps(_mm256_castsi256_ps(lo), _mm256_castsi256_ps(hi), kSel);
+  return _mm256_permute4x64_epi64(_mm256_castps_si256(m), _MM_SHUFFLE(3, 1, 2, 0));
+}
+
+// AVX2: 8 lanes a vector; each half of 8 nodes by two 4-lane gathers.
+template <int kGroups>
+__attribute__((target("avx2"), always_inline)) inline void WalkTreeAvx2Pairs(
+    const WarmNode<float>* nodes, int32_t root, const float* x, uint32_t nrows, int32_t* leaf) {
+  const long long* const base = reinterpret_cast<const long long*>(nodes);
+  const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i zero = _mm256_setzero_si256();
+  const __m256i vn = _mm256_set1_epi32(static_cast<int32_t>(nrows));
+  for (uint32_t r0 = 0; r0 < nrows; r0 += 8 * kGroups) {
+    __m256i row[kGroups], at[kGroups];
+    for (int g = 0; g < kGroups; ++g) {
+      row[g] = _mm256_add_epi32(iota, _mm256_set1_epi32(static_cast<int32_t>(r0 + 8 * g)));
+      // A lane past the end starts at an ended "leaf".
+      at[g] = _mm256_blendv_epi8(_mm256_set1_epi32(-1), _mm256_set1_epi32(root),
+                                 _mm256_cmpgt_epi32(vn, row[g]));
+    }
+    for (;;) {
+      __m256i any = at[0];
+      for (int g = 1; g < kGroups; ++g) any = _mm256_and_si256(any, at[g]);
+      // Every lane ended when every at has its sign bit set.
+      if (_mm256_movemask_ps(_mm256_castsi256_ps(any)) == 0xFF) break;
+      for (int g = 0; g < kGroups; ++g) {
+        const __m256i a = _mm256_cmpgt_epi32(at[g], _mm256_set1_epi32(-1));  // at >= 0
+        const __m256i mlo = _mm256_cvtepi32_epi64(_mm256_castsi256_si128(a));
+        const __m256i mhi = _mm256_cvtepi32_epi64(_mm256_extracti128_si256(a, 1));
+        const __m256i idx = _mm256_add_epi32(at[g], at[g]);  // in 8-byte units
+        const __m128i ilo = _mm256_castsi256_si128(idx);
+        const __m128i ihi = _mm256_extracti128_si256(idx, 1);
+        const __m256i tf_lo = _mm256_mask_i32gather_epi64(zero, base, ilo, mlo, 8);
+        const __m256i tf_hi = _mm256_mask_i32gather_epi64(zero, base, ihi, mhi, 8);
+        const __m256i lr_lo = _mm256_mask_i32gather_epi64(zero, base + 1, ilo, mlo, 8);
+        const __m256i lr_hi = _mm256_mask_i32gather_epi64(zero, base + 1, ihi, mhi, 8);
+        const __m256 thr = _mm256_castsi256_ps(Halves<false>(tf_lo, tf_hi));
+        const __m256i feat = Halves<true>(tf_lo, tf_hi);
+        const __m256 v = _mm256_mask_i32gather_ps(
+            _mm256_setzero_ps(), x, _mm256_add_epi32(_mm256_mullo_epi32(feat, vn), row[g]),
+            _mm256_castsi256_ps(a), 4);
+        const __m256 right =
+            _mm256_and_ps(_mm256_cmp_ps(v, thr, _CMP_NLE_UQ), _mm256_castsi256_ps(a));
+        const __m256i child = _mm256_castps_si256(
+            _mm256_blendv_ps(_mm256_castsi256_ps(Halves<false>(lr_lo, lr_hi)),
+                             _mm256_castsi256_ps(Halves<true>(lr_lo, lr_hi)), right));
+        at[g] = _mm256_blendv_epi8(at[g], child, a);
+      }
+    }
+    for (int g = 0; g < kGroups; ++g) {
+      alignas(32) int32_t out[8];
+      _mm256_store_si256(reinterpret_cast<__m256i*>(out), at[g]);
+      const uint32_t first = r0 + 8 * g;
+      for (uint32_t j = 0; j < 8 && first + j < nrows; ++j) leaf[first + j] = out[j];
+    }
+  }
+}
+
+// 16 rows at a time: a feature of the 16 rows by two 8-lane gathers,
+// converted (vcvtpd2ps rounds as static_cast<float> does) and stored as one
+// line of x.
+__attribute__((target("avx512f"))) bool TransposeAvx512(const double* rows, size_t n, uint32_t nf,
+                                                        float* x) {
+  const __m256i lo = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                                        _mm256_set1_epi32(static_cast<int32_t>(nf)));
+  const __m256i hi = _mm256_add_epi32(lo, _mm256_set1_epi32(static_cast<int32_t>(8 * nf)));
+  const __m512d zero = _mm512_setzero_pd();
+  __mmask8 nan = 0;
+  for (size_t i0 = 0; i0 < n; i0 += 16) {
+    const size_t left = n - i0;
+    const __mmask16 m = left >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << left) - 1);
+    const __mmask8 mlo = static_cast<__mmask8>(m), mhi = static_cast<__mmask8>(m >> 8);
+    const double* const base = rows + i0 * nf;
+    for (uint32_t f = 0; f < nf; ++f) {
+      const __m512d a = _mm512_mask_i32gather_pd(zero, mlo, lo, base + f, 8);
+      const __m512d b = _mm512_mask_i32gather_pd(zero, mhi, hi, base + f, 8);
+      nan |= _mm512_cmp_pd_mask(a, a, _CMP_UNORD_Q) | _mm512_cmp_pd_mask(b, b, _CMP_UNORD_Q);
+      // (The maskz forms: GCC 12's plain ones warn of an undefined operand.)
+      const __m512d v = _mm512_maskz_insertf64x4(
+          0xFF,
+          _mm512_maskz_insertf64x4(0xFF, zero, _mm256_castps_pd(_mm512_maskz_cvtpd_ps(0xFF, a)), 0),
+          _mm256_castps_pd(_mm512_maskz_cvtpd_ps(0xFF, b)), 1);
+      _mm512_mask_storeu_ps(x + f * n + i0, m, _mm512_castpd_ps(v));
+    }
+  }
+  return nan != 0;
+}
+
+// As TransposeAvx512, 8 rows at a time by two 4-lane gathers.
+__attribute__((target("avx2"))) bool TransposeAvx2(const double* rows, size_t n, uint32_t nf,
+                                                   float* x) {
+  const __m128i lo =
+      _mm_mullo_epi32(_mm_setr_epi32(0, 1, 2, 3), _mm_set1_epi32(static_cast<int32_t>(nf)));
+  const __m128i hi = _mm_add_epi32(lo, _mm_set1_epi32(static_cast<int32_t>(4 * nf)));
+  const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256d zero = _mm256_setzero_pd();
+  __m256d nan = zero;
+  for (size_t i0 = 0; i0 < n; i0 += 8) {
+    const int32_t left = static_cast<int32_t>(std::min<size_t>(8, n - i0));
+    const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(left), iota);
+    const __m256d mlo = _mm256_castsi256_pd(_mm256_cvtepi32_epi64(_mm256_castsi256_si128(m)));
+    const __m256d mhi = _mm256_castsi256_pd(_mm256_cvtepi32_epi64(_mm256_extracti128_si256(m, 1)));
+    const double* const base = rows + i0 * nf;
+    for (uint32_t f = 0; f < nf; ++f) {
+      const __m256d a = _mm256_mask_i32gather_pd(zero, base + f, lo, mlo, 8);
+      const __m256d b = _mm256_mask_i32gather_pd(zero, base + f, hi, mhi, 8);
+      nan = _mm256_or_pd(
+          nan, _mm256_or_pd(_mm256_cmp_pd(a, a, _CMP_UNORD_Q), _mm256_cmp_pd(b, b, _CMP_UNORD_Q)));
+      const __m256 v = _mm256_set_m128(_mm256_cvtpd_ps(b), _mm256_cvtpd_ps(a));
+      _mm256_maskstore_ps(x + f * n + i0, m, v);
+    }
+  }
+  return _mm256_movemask_pd(nan) != 0;
+}
+
+__attribute__((target("avx512f"))) void WalkTreeAvx512(const WarmNode<float>* nodes, int32_t root,
+                                                       const float* x, uint32_t nrows,
+                                                       int32_t* leaf) {
+  WalkTreeAvx512Pairs<4>(nodes, root, x, nrows, leaf);
+}
+
+__attribute__((target("avx2"))) void WalkTreeAvx2(const WarmNode<float>* nodes, int32_t root,
+                                                  const float* x, uint32_t nrows, int32_t* leaf) {
+  WalkTreeAvx2Pairs<8>(nodes, root, x, nrows, leaf);
+}
+
+WarmIsa CpuWarmIsa() {
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) return WarmIsa::kAvx512;
+  if (__builtin_cpu_supports("avx2")) return WarmIsa::kAvx2;
+  return WarmIsa::kScalar;
+}
+
+#else
+
+WarmIsa CpuWarmIsa() { return WarmIsa::kScalar; }
+
+#endif
+
+// Tiles of kTile x kTile keep both sides' lines in L1. The NaN check counts
+// over 16 values so that it vectorizes.
+bool TransposePortable(const double* rows, size_t n, uint32_t nf, float* x) {
+  constexpr size_t kTile = 16;
+  for (size_t i0 = 0; i0 < n; i0 += kTile) {
+    const size_t i1 = std::min(n, i0 + kTile);
+    for (uint32_t f0 = 0; f0 < nf; f0 += kTile) {
+      const uint32_t f1 = std::min<uint32_t>(nf, f0 + kTile);
+      for (size_t i = i0; i < i1; ++i) {
+        const double* row = rows + i * nf;
+        for (uint32_t f = f0; f < f1; ++f) x[f * n + i] = static_cast<float>(row[f]);
+      }
+    }
+  }
+  const size_t total = n * nf;
+  size_t i = 0;
+  int nan = 0;
+  for (; i + 16 <= total; i += 16) {
+    int c = 0;
+    for (int j = 0; j < 16; ++j) c += x[i + j] != x[i + j];
+    nan |= c;
+  }
+  for (; i < total; ++i) nan |= x[i] != x[i];
+  return nan != 0;
+}
+
+// PACSET_ISA, read once: the widest the environment allows.
+WarmIsa EnvWarmIsa() {
+  const char* v = std::getenv("PACSET_ISA");
+  if (!v) return WarmIsa::kAvx512;
+  if (!std::strcmp(v, "scalar")) return WarmIsa::kScalar;
+  if (!std::strcmp(v, "avx2")) return WarmIsa::kAvx2;
+  return WarmIsa::kAvx512;
+}
+
+WarmIsa Narrower(WarmIsa a, WarmIsa b) { return a < b ? a : b; }
+
+}  // namespace
+
+WarmIsa ResolveWarmIsa(WarmIsa requested) {
+  static const WarmIsa cpu = CpuWarmIsa();
+  static const WarmIsa env = EnvWarmIsa();
+  if (requested == WarmIsa::kAuto) return Narrower(cpu, env);
+  return Narrower(cpu, requested);
+}
+
+WarmTransposeFn WarmTransposeFor(WarmIsa isa) {
+#ifdef PACSET_WARM_X86
+  if (isa == WarmIsa::kAvx512) return TransposeAvx512;
+  if (isa == WarmIsa::kAvx2) return TransposeAvx2;
+#endif
+  return TransposePortable;
+}
+
+WarmTreeKernel WarmTreeKernelFor(WarmIsa isa) {
+#ifdef PACSET_WARM_X86
+  switch (isa) {
+    case WarmIsa::kAvx512:
+      return WalkTreeAvx512;
+    case WarmIsa::kAvx2:
+      return WalkTreeAvx2;
+    case WarmIsa::kScalar:
+    case WarmIsa::kAuto:
+      break;
+  }
+#endif
+  return nullptr;
+}
+
+}  // namespace pacset::internal
+
+namespace pacset {
+
+const char* WarmIsaName(WarmIsa isa) {
+  switch (isa) {
+    case WarmIsa::kAuto:
+      return "auto";
+    case WarmIsa::kScalar:
+      return "scalar";
+    case WarmIsa::kAvx2:
+      return "avx2";
+    case WarmIsa::kAvx512:
+      return "avx512";
+  }
+  return "?";
+}
+
+}  // namespace pacset

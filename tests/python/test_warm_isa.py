@@ -1,0 +1,64 @@
+"""PACSET_ISA caps the warm loop's instruction set (layout/internal/warm_simd.h):
+with each value, in a fresh process (the variable is read once), a .pac file
+predicts XGBoost's bits on adversarial rows — rows without NaN through the
+SIMD kernel the machine has, rows with NaN through the scalar walk — and
+names what it used."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import xgboost as xgb
+
+import pacset
+from conftest import adversarial_rows
+
+CHILD = r"""
+import sys
+import numpy as np
+import pacset
+pac, rows_path, out_path = sys.argv[1:4]
+X = np.load(rows_path)
+forest = pacset.open(pac)
+for _ in range(3):  # enough warm work to build the warm forest
+    forest.predict(X, n_threads=1)
+np.save(out_path, np.stack([forest.predict(X, n_threads=t) for t in (1, 2)]))
+info = forest._core.info()
+print(info["warm_isa"], info["warm_simd_rows"])
+"""
+
+
+def _run(pac, rows_path, out_path, isa):
+    env = dict(os.environ)
+    env.pop("PACSET_ISA", None)
+    if isa is not None:
+        env["PACSET_ISA"] = isa
+    out = subprocess.run([sys.executable, "-c", CHILD, str(pac), str(rows_path), str(out_path)],
+                         env=env, check=True, capture_output=True, text=True).stdout.split()
+    return out[0], int(out[1]), np.load(out_path)
+
+
+def test_every_isa_predicts_xgboosts_bits(data, tmp_path):
+    X, y = data
+    booster = xgb.train({"objective": "multi:softprob", "num_class": 3, "max_depth": 10},
+                        xgb.DMatrix(X, label=y), 20)
+    rows = adversarial_rows(booster, X)
+    finite = rows[~np.isnan(rows).any(axis=1)]
+    pac = tmp_path / "m.pac"
+    pacset.load(booster).save(str(pac))
+    order = ["scalar", "avx2", "avx512"]
+    for name, X_ in (("with NaN", rows), ("without NaN", finite)):
+        want = booster.inplace_predict(X_)
+        rows_path = tmp_path / "rows.npy"
+        np.save(rows_path, X_)
+        for isa in (None, "scalar", "avx2", "avx512"):
+            used, simd_rows, got = _run(pac, rows_path, tmp_path / "out.npy", isa)
+            assert used in order, used
+            if isa is not None:
+                assert order.index(used) <= order.index(isa), (isa, used)
+            for g in got:
+                assert np.array_equal(g, want), (name, isa, used)
+            if used == "scalar":
+                assert simd_rows == 0, (name, isa)
+            elif name == "without NaN":
+                assert simd_rows > 0, (name, isa, used)
