@@ -224,8 +224,7 @@ WarmIsa CpuWarmIsa() { return WarmIsa::kScalar; }
 
 #endif
 
-// Tiles of kTile x kTile keep both sides' lines in L1. The NaN check counts
-// over 16 values so that it vectorizes.
+// Tiles of kTile x kTile keep both sides' lines in L1.
 bool TransposePortable(const double* rows, size_t n, uint32_t nf, float* x) {
   constexpr size_t kTile = 16;
   for (size_t i0 = 0; i0 < n; i0 += kTile) {
@@ -238,16 +237,7 @@ bool TransposePortable(const double* rows, size_t n, uint32_t nf, float* x) {
       }
     }
   }
-  const size_t total = n * nf;
-  size_t i = 0;
-  int nan = 0;
-  for (; i + 16 <= total; i += 16) {
-    int c = 0;
-    for (int j = 0; j < 16; ++j) c += x[i + j] != x[i + j];
-    nan |= c;
-  }
-  for (; i < total; ++i) nan |= x[i] != x[i];
-  return nan != 0;
+  return AnyNan(x, n * nf);
 }
 
 // PACSET_ISA, read once: the widest the environment allows.

@@ -20,6 +20,22 @@
 
 namespace pacset::internal {
 
+// Whether any of v[0, n) is NaN. Written as counts over 16 values so that
+// the compiler vectorizes it at -O2 (a bool reduction it does not): measured
+// ~10% of a warm request of 256 depth-8 trees otherwise.
+template <typename T>
+bool AnyNan(const T* v, size_t n) {
+  size_t i = 0;
+  int nan = 0;
+  for (; i + 16 <= n; i += 16) {
+    int c = 0;
+    for (int j = 0; j < 16; ++j) c += v[i + j] != v[i + j];
+    nan |= c;
+  }
+  for (; i < n; ++i) nan |= v[i] != v[i];
+  return nan != 0;
+}
+
 // For every row r < nrows of `x`, feature-major (feature f of row r at
 // x[f * nrows + r]): leaf[r] = the child reference (< 0, ~index into
 // WarmForest::leaves) its walk from node `root` (>= 0) ends on. Requires
