@@ -110,7 +110,7 @@ StatusOr<std::unique_ptr<PacEngine>> PacEngine::FromFile(std::unique_ptr<PacFile
   if (options.max_in_flight == 0)
     return Status::InvalidArgument("at least one block must be allowed in flight");
   e->options_ = options;
-  e->warm_isa_ = internal::ResolveWarmIsa(options.warm_isa);
+  if (Status s = internal::ResolveWarmIsa(options.warm_isa, &e->warm_isa_); !s.ok()) return s;
   e->source_ = source ? source(*file, options)
                       : NewPacFileSource(*file, options.verify_blocks, options.max_in_flight);
   e->file_ = std::move(file);

@@ -80,8 +80,9 @@ struct EngineOptions {
   bool warm_forest = true;
   // The widest instructions the warm loop over the warm forest may use.
   // kAuto: the widest this CPU has, capped by the environment variable
-  // PACSET_ISA (scalar, avx2, avx512) when set; another value is capped by
-  // the CPU (tests run every path the machine has).
+  // PACSET_ISA (scalar, avx2, avx512; unset, empty or auto: no cap) — any
+  // other PACSET_ISA value makes the open fail with InvalidArgument; another
+  // value here is capped by the CPU (tests run every path the machine has).
   WarmIsa warm_isa = WarmIsa::kAuto;
 };
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -240,24 +241,45 @@ bool TransposePortable(const double* rows, size_t n, uint32_t nf, float* x) {
   return AnyNan(x, n * nf);
 }
 
-// PACSET_ISA, read once: the widest the environment allows.
-WarmIsa EnvWarmIsa() {
+// PACSET_ISA, read once: the widest the environment allows. Unset, empty or
+// "auto": no cap. Anything else is an error (a typo must not silently run
+// another kernel than the one asked for).
+struct EnvCap {
+  WarmIsa isa = WarmIsa::kAvx512;
+  std::string error;
+};
+
+EnvCap ReadEnvWarmIsa() {
+  EnvCap cap;
   const char* v = std::getenv("PACSET_ISA");
-  if (!v) return WarmIsa::kAvx512;
-  if (!std::strcmp(v, "scalar")) return WarmIsa::kScalar;
-  if (!std::strcmp(v, "avx2")) return WarmIsa::kAvx2;
-  return WarmIsa::kAvx512;
+  if (!v || !*v || !std::strcmp(v, "auto")) return cap;
+  if (!std::strcmp(v, "scalar")) {
+    cap.isa = WarmIsa::kScalar;
+  } else if (!std::strcmp(v, "avx2")) {
+    cap.isa = WarmIsa::kAvx2;
+  } else if (!std::strcmp(v, "avx512")) {
+    cap.isa = WarmIsa::kAvx512;
+  } else {
+    std::string shown(v, strnlen(v, 32));
+    cap.error = "PACSET_ISA=" + shown + ": expected scalar, avx2, avx512 or auto";
+  }
+  return cap;
 }
 
 WarmIsa Narrower(WarmIsa a, WarmIsa b) { return a < b ? a : b; }
 
 }  // namespace
 
-WarmIsa ResolveWarmIsa(WarmIsa requested) {
+Status ResolveWarmIsa(WarmIsa requested, WarmIsa* resolved) {
   static const WarmIsa cpu = CpuWarmIsa();
-  static const WarmIsa env = EnvWarmIsa();
-  if (requested == WarmIsa::kAuto) return Narrower(cpu, env);
-  return Narrower(cpu, requested);
+  static const EnvCap env = ReadEnvWarmIsa();
+  if (requested != WarmIsa::kAuto) {
+    *resolved = Narrower(cpu, requested);
+    return Status::Ok();
+  }
+  if (!env.error.empty()) return Status::InvalidArgument(env.error);
+  *resolved = Narrower(cpu, env.isa);
+  return Status::Ok();
 }
 
 WarmTransposeFn WarmTransposeFor(WarmIsa isa) {

@@ -52,11 +52,12 @@ inline constexpr uint64_t kWarmSimdMaxNodes = uint64_t{1} << 29;
 // true when any value is NaN. Requires n * nf < 2^31.
 using WarmTransposeFn = bool (*)(const double* rows, size_t n, uint32_t nf, float* x);
 
-// The instruction set `requested` resolves to on this CPU: kAuto is the
-// widest the CPU has unless the environment variable PACSET_ISA (scalar,
-// avx2, avx512) caps it; any other value is capped by what the CPU has.
-// Never kAuto.
-WarmIsa ResolveWarmIsa(WarmIsa requested);
+// The instruction set `requested` resolves to on this CPU, in *resolved
+// (never kAuto): kAuto is the widest the CPU has unless the environment
+// variable PACSET_ISA (scalar, avx2, avx512; unset, empty or auto: no cap)
+// caps it; any other request is capped by what the CPU has. InvalidArgument
+// when kAuto meets a PACSET_ISA value that is none of those.
+Status ResolveWarmIsa(WarmIsa requested, WarmIsa* resolved);
 
 // The kernel of `isa`; nullptr for kScalar (the portable lane loop of
 // layout/warm_walk.cc).

@@ -62,3 +62,24 @@ def test_every_isa_predicts_xgboosts_bits(data, tmp_path):
                 assert simd_rows == 0, (name, isa)
             elif name == "without NaN":
                 assert simd_rows > 0, (name, isa, used)
+
+
+def test_an_unknown_pacset_isa_is_an_error_naming_it(data, tmp_path):
+    X, y = data
+    booster = xgb.train({"objective": "reg:squarederror", "max_depth": 4},
+                        xgb.DMatrix(X, label=y), 5)
+    pac = tmp_path / "m.pac"
+    pacset.load(booster).save(str(pac))
+    rows_path = tmp_path / "rows.npy"
+    np.save(rows_path, X[:50].astype(np.float32))
+    for accepted in ("", "auto"):
+        used, _, got = _run(pac, rows_path, tmp_path / "out.npy", accepted)
+        assert used in ("scalar", "avx2", "avx512"), used
+        assert np.array_equal(got[0], booster.inplace_predict(X[:50].astype(np.float32)))
+    env = dict(os.environ, PACSET_ISA="avx3")
+    child = subprocess.run([sys.executable, "-c", CHILD, str(pac), str(rows_path),
+                            str(tmp_path / "out2.npy")],
+                           env=env, capture_output=True, text=True)
+    assert child.returncode != 0
+    assert "PACSET_ISA=avx3: expected scalar, avx2, avx512 or auto" in child.stderr, child.stderr
+    assert not (tmp_path / "out2.npy").exists()
