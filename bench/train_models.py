@@ -16,8 +16,8 @@ intensity. A continuous target makes every leaf its own value (a leaf
 record in the .pac), the most packed bytes per node the exporter has to
 write: about 120,000 nodes and 2.9 MB packed per tree, so the default 760
 trees pack into 2.2 GB (measured: docs/scale.md). Memory: the
-trained model is about 6.5 GB in Python and `pacset pack` peaks at about
-17 GB while importing the exported JSON.
+trained model is 5.8 GB pickled and `pacset pack` peaked at 15.4 GB while
+importing the exported JSON (docs/scale.md).
 """
 import argparse
 import os
