@@ -1,6 +1,7 @@
 """Shared by the Python store and scale benchmarks: common arguments, tool
 paths, a work directory, a forest packed once per block size, spreads, and
 CPU and redis counters."""
+import json
 import os
 import statistics
 import sys
@@ -35,6 +36,12 @@ def packed(pacset, model, work, block_size):
     if not os.path.exists(pac):
         run([pacset, "pack", model, "-o", pac, "--block-size", block_size])
     return pac
+
+
+def block_size(pacset, pac):
+    """The block size a .pac file was packed with (from `pacset info`; a .pac
+    given as the model keeps its own, whatever --block-sizes says)."""
+    return json.loads(run([pacset, "info", pac, "--json"]).stdout)["block_size"]
 
 
 def spread(xs, scale=1.0, fmt="{:.1f}"):

@@ -22,7 +22,8 @@ import argparse
 import os
 import re
 
-from benchlib import add_common_args, cpu_seconds, packed, redis_usec_per_get, setup
+from benchlib import (add_common_args, block_size, cpu_seconds, packed, redis_usec_per_get,
+                      setup)
 from fslib import Mount, Redis, run
 
 
@@ -56,7 +57,7 @@ def main():
               + f" {'engine ms/row':>14} {'daemon us/blk':>14} {'redis us/GET':>13}")
         for bs in a.block_sizes.split(","):
             pac = packed(pacset, a.model, work, bs)
-            block = int(re.search(r"(\d+)", bs).group(1)) * (1024 if "K" in bs else 2**20)
+            block = block_size(pacset, pac)
             name = f"f{bs}"
             run([pacset, "import", pac, "--name", name, "--store", redis.uri])
             with Mount(pacsetfs, redis.uri, os.path.join(work, f"mnt-{bs}")) as m:

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "fs/control.h"
 #include "fs/pacsetfs.h"
 #include "store/block_store.h"
 
@@ -161,7 +162,7 @@ int main(int argc, char** argv) {
     return s.ok() ? 0 : Fail(s);
   }
   if (*st) {
-    std::ifstream in(stats_point + "/.pacsetfs/stats");
+    std::ifstream in(stats_point + pacset::kStatsFilePath);
     if (!in) return Fail(pacset::Status::NotFound("no pacsetfs mounted on " + stats_point));
     std::cout << in.rdbuf();
     return 0;

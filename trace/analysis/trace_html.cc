@@ -8,6 +8,8 @@
 #include <cstring>
 #include <ctime>
 
+#include "util/size.h"
+
 namespace pacset {
 namespace {
 
@@ -351,7 +353,7 @@ std::string RenderReportHtml(const TraceReport& report, const PacRegions* region
   for (const auto& [id, f] : report.forests) {
     rows.push_back({f.name, N(f.accesses()), N(f.by_source[0]), N(f.by_source[1]),
                     N(f.by_source[2]), N(f.by_source[3]), N(f.blocks.size()),
-                    f.block_size ? Fmt("%.1f KiB", f.store_fetches() * f.block_size / 1024.0) : "?",
+                    f.block_size ? FormatByteSize(f.store_fetches() * f.block_size) : "?",
                     Us(f.latency[0].Quantile(0.5)), Us(f.latency[0].Quantile(0.99)),
                     Us(f.latency[1].Quantile(0.5))});
   }
