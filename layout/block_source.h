@@ -70,16 +70,32 @@ class BlockSource {
   // without such an image.
   virtual const char* WarmImage(uint64_t first, uint64_t count, uint64_t work,
                                 bool read_missing) = 0;
+
+  // How fetches reach the blocks ("io_uring", "threads", "memory", a
+  // store's name), for --timing and benchmarks.
+  virtual const char* io_name() const { return "other"; }
 };
 
-// A source over a PacFile (which must outlive it). A mapped file is read by a
-// pool of up to `io_threads` threads doing pread (the page cache keeps the
-// blocks; the mapping then sees them); a block is Ready once it was read or
-// found resident (mincore) and, with `verify`, its trailer (checksum and
-// index) matched — checked once per block per process. An in-memory file is
-// always resident; `verify` checks each block once, the first time it is
-// asked for. WarmImage reads missing blocks in large sequential reads.
+// How a source over a mapped file reads the blocks it fetches.
+enum class BlockIo {
+  kAuto,     // io_uring when the kernel allows it, else kThreads
+  kThreads,  // a pool of threads doing pread
+  kUring,    // one io_uring per request (kThreads if the kernel refuses it)
+};
+
+// A source over a PacFile (which must outlive it). A mapped file's fetches
+// are reads into private buffers, at most `max_in_flight` at once per
+// request: by default through one io_uring per request (submitted together
+// at each Wait, completions reaped in batches: no thread switch per block),
+// else by a shared pool of that many threads doing pread (`io`: kThreads, or
+// a kernel that refuses io_uring, e.g. under a seccomp filter). The page
+// cache keeps what was read, so the mapping then sees it. A block is Ready
+// once it was read or found resident (mincore) and, with `verify`, its
+// trailer (checksum and index) matched — checked once per block per
+// process. An in-memory file is always resident; `verify` checks each block
+// once, the first time it is asked for. WarmImage reads missing blocks in
+// large sequential reads.
 std::unique_ptr<BlockSource> NewPacFileSource(const PacFile& file, bool verify,
-                                              uint32_t io_threads);
+                                              uint32_t max_in_flight, BlockIo io = BlockIo::kAuto);
 
 }  // namespace pacset

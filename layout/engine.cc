@@ -112,7 +112,8 @@ StatusOr<std::unique_ptr<PacEngine>> PacEngine::FromFile(std::unique_ptr<PacFile
   e->options_ = options;
   if (Status s = internal::ResolveWarmIsa(options.warm_isa, &e->warm_isa_); !s.ok()) return s;
   e->source_ = source ? source(*file, options)
-                      : NewPacFileSource(*file, options.verify_blocks, options.max_in_flight);
+                      : NewPacFileSource(*file, options.verify_blocks, options.max_in_flight,
+                                         options.block_io);
   e->file_ = std::move(file);
   return e;
 }
@@ -239,6 +240,7 @@ EngineStats PacEngine::stats() const {
   }
   s.warm_isa = warm_isa_;
   s.warm_simd_rows = counters_.simd_rows.load(std::memory_order_relaxed);
+  s.block_io = source_->io_name();
   return s;
 }
 

@@ -69,6 +69,9 @@ struct EngineOptions {
   // threads per engine). 32 measured best on local virtio disks: one cold
   // row of a 682-tree forest at 4 KiB, bench/cold_bench.py.
   uint32_t max_in_flight = 32;
+  // How a mapped file's missing blocks are read (layout/block_source.h):
+  // io_uring where the kernel allows it, else a pool of pread threads.
+  BlockIo block_io = BlockIo::kAuto;
   // A request of several rows that walks many trees (at least one per 8
   // node blocks) reads the whole node region in large sequential reads,
   // cheaper than that many random ones. Off: every request reads only the
@@ -102,6 +105,8 @@ struct EngineStats {
   // warm forest of compact nodes that routes by the threshold alone).
   WarmIsa warm_isa = WarmIsa::kScalar;
   uint64_t warm_simd_rows = 0;
+  // How the block source reads (BlockSource::io_name).
+  const char* block_io = "";
 };
 
 class PacEngine {

@@ -1,22 +1,27 @@
 // The block source over a PacFile (layout/block_source.h).
 //
-// Fetching: a pool of threads doing pread, one block per read, up to
-// `io_threads` at once. Chosen by measurement (bench/cold_bench.py; the
-// 682-tree forest at 4 KiB, one row's 1,044 blocks replayed cold on this
-// machine's virtio disk): one at a time (page faults or pread) 107-127 ms;
-// readahead(2) or MADV_WILLNEED with a window of 32 then waiting in order
-// 30-40 ms; 32 threads doing pread 24-34 ms. Threads also keep their speed
-// where readahead does nothing (a pacsetfs mount, whose readahead is
-// limited, caps readahead(2) and MADV_WILLNEED at the mount's window), give
-// each block's own error (EIO on a mount becomes a Status, not a SIGBUS)
-// and verify a block in the read buffer before the mapping is touched.
-// Reads go through the page cache, so the mapping sees the block after it.
+// Fetching, chosen by measurement (bench/cold_bench.py; the 682-tree forest
+// at 4 KiB, one row's ~1,000 blocks cold on this machine's virtio disk):
+// one at a time (page faults or pread) 107-127 ms; readahead(2) or
+// MADV_WILLNEED with a window of 32 then waiting in order 30-40 ms; 32
+// threads doing pread 24-34 ms; one io_uring with 32 reads in flight, the
+// request's own thread reaping completions in batches: see the figures in
+// the closing note of issue 10 and README (on a paravirtualised VM every
+// thread switch exits to the hypervisor, and the thread pool pays two per
+// block). Both read into private buffers: each block's own error (EIO on a
+// mount becomes a Status, not a SIGBUS), and a block is verified before the
+// mapping is touched. Reads go through the page cache, so the mapping sees
+// the block after them. The thread pool stays for kernels that refuse
+// io_uring (seccomp filters in containers) and as an option.
+#include <liburing.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <mutex>
 #include <string>
@@ -60,9 +65,103 @@ class Completions {
   Status error_;
 };
 
+// One io_uring with a read buffer per entry: a request's reads in flight.
+class Ring {
+ public:
+  // Null when the kernel refuses io_uring (too old, or a seccomp filter).
+  static std::unique_ptr<Ring> Make(uint32_t depth, uint32_t block_size) {
+    std::unique_ptr<Ring> r(new Ring(depth, block_size));
+    if (io_uring_queue_init(depth, &r->ring_, 0) != 0) return nullptr;
+    r->live_ = true;
+    return r;
+  }
+  ~Ring() {
+    if (live_) io_uring_queue_exit(&ring_);
+  }
+  Ring(const Ring&) = delete;
+  Ring& operator=(const Ring&) = delete;
+
+  uint32_t depth() const { return depth_; }
+  bool Full() const { return free_.empty(); }
+  uint64_t submitted() const { return submitted_; }
+  uint64_t queued() const { return queued_; }
+
+  // Queues a read of block b (at `offset`, `len` bytes) into a free buffer;
+  // sent with the next Submit. Requires !Full().
+  void Queue(int fd, uint64_t b, uint64_t offset) {
+    const uint32_t slot = free_.back();
+    free_.pop_back();
+    block_[slot] = b;
+    io_uring_sqe* sqe = io_uring_get_sqe(&ring_);  // never null: one entry per buffer
+    io_uring_prep_read(sqe, fd, Buffer(slot), bs_, offset);
+    io_uring_sqe_set_data(sqe, reinterpret_cast<void*>(static_cast<uintptr_t>(slot)));
+    ++queued_;
+  }
+  // Sends the queued reads; with `wait`, also waits for one completion.
+  int Submit(bool wait) {
+    int r;
+    do {
+      r = wait && submitted_ + queued_ > 0 ? io_uring_submit_and_wait(&ring_, 1)
+                                           : io_uring_submit(&ring_);
+    } while (r == -EINTR);
+    if (r > 0) {
+      submitted_ += static_cast<uint64_t>(r);
+      queued_ -= std::min<uint64_t>(queued_, static_cast<uint64_t>(r));
+    }
+    return r;
+  }
+  // Calls done(block, bytes read or -errno, buffer) for each finished read;
+  // the buffer is free again after the call.
+  template <typename Fn>
+  void Reap(Fn done) {
+    io_uring_cqe* cqe;
+    while (io_uring_peek_cqe(&ring_, &cqe) == 0) {
+      const auto slot =
+          static_cast<uint32_t>(reinterpret_cast<uintptr_t>(io_uring_cqe_get_data(cqe)));
+      const int res = cqe->res;
+      io_uring_cqe_seen(&ring_, cqe);
+      --submitted_;
+      done(block_[slot], res, Buffer(slot));
+      free_.push_back(slot);
+    }
+  }
+  // Waits for every submitted read (their buffers are ours until then).
+  void Drain() {
+    while (submitted_ > 0) {
+      io_uring_cqe* cqe;
+      int r;
+      do r = io_uring_wait_cqe(&ring_, &cqe);
+      while (r == -EINTR);
+      if (r != 0) return;  // the ring is broken; nothing more will arrive
+      Reap([](uint64_t, int, char*) {});
+    }
+  }
+
+ private:
+  Ring(uint32_t depth, uint32_t block_size)
+      : depth_(depth),
+        bs_(block_size),
+        bufs_(new char[uint64_t{depth} * block_size]),
+        block_(depth) {
+    for (uint32_t i = depth; i-- > 0;) free_.push_back(i);
+  }
+  char* Buffer(uint32_t slot) { return bufs_.get() + uint64_t{slot} * bs_; }
+
+  const uint32_t depth_, bs_;
+  io_uring ring_{};
+  bool live_ = false;
+  std::unique_ptr<char[]> bufs_;
+  std::vector<uint64_t> block_;  // slot -> the block read into it
+  std::vector<uint32_t> free_;
+  uint64_t queued_ = 0, submitted_ = 0;
+};
+
+// Buffers for one request's reads in flight: at most this many bytes.
+constexpr uint64_t kRingBufferBytes = 64 << 20;
+
 class PacFileSource final : public BlockSource {
  public:
-  PacFileSource(const PacFile& file, bool verify, uint32_t io_threads)
+  PacFileSource(const PacFile& file, bool verify, uint32_t io_threads, BlockIo io)
       : file_(file),
         base_(file.data()),
         bs_(file.header().block_size),
@@ -74,6 +173,15 @@ class PacFileSource final : public BlockSource {
     for (uint64_t i = 0; i < (blocks_ + 63) / 64; ++i) ready_[i].store(0);
     const long page = sysconf(_SC_PAGESIZE);
     page_ = page > 0 ? static_cast<uint64_t>(page) : 4096;
+    if (mapped_ && io != BlockIo::kThreads) {
+      ring_depth_ = static_cast<uint32_t>(
+          std::min<uint64_t>({max_threads_, 4096, std::max<uint64_t>(1, kRingBufferBytes / bs_)}));
+      // One ring made now tells whether the kernel allows io_uring at all.
+      if (auto ring = Ring::Make(ring_depth_, bs_)) {
+        rings_.push_back(std::move(ring));
+        uring_ = true;
+      }
+    }
   }
 
   ~PacFileSource() override {
@@ -97,7 +205,15 @@ class PacFileSource final : public BlockSource {
     return p;
   }
 
-  std::unique_ptr<BlockFetcher> NewFetcher() override { return std::make_unique<Fetcher>(this); }
+  std::unique_ptr<BlockFetcher> NewFetcher() override {
+    if (ring_depth_ > 0 && uring_) return std::make_unique<UringFetcher>(this);
+    return std::make_unique<Fetcher>(this);
+  }
+
+  const char* io_name() const override {
+    if (!mapped_) return "memory";
+    return ring_depth_ > 0 && uring_ ? "io_uring" : "threads";
+  }
 
   const char* WarmImage(uint64_t first, uint64_t count, uint64_t work, bool read_missing) override;
 
@@ -123,6 +239,105 @@ class PacFileSource final : public BlockSource {
     std::shared_ptr<Completions> done_;
     uint64_t outstanding_ = 0;
   };
+
+  // Reads through one io_uring (from the source's pool) on the request's
+  // own thread: Fetch queues, Wait submits everything queued and reaps what
+  // finished; reads beyond the ring's depth wait in `backlog_`.
+  class UringFetcher final : public BlockFetcher {
+   public:
+    explicit UringFetcher(PacFileSource* source) : source_(source) {}
+    ~UringFetcher() override {
+      if (ring_) source_->GiveBackRing(std::move(ring_));
+    }
+    void Fetch(uint64_t b) override {
+      if (!ring_ && !threads_) {
+        ring_ = source_->TakeRing();
+        // The kernel refused a new ring now (memory, limits): this request
+        // reads through the thread pool instead.
+        if (!ring_) threads_ = std::make_unique<Fetcher>(source_);
+      }
+      if (threads_) return threads_->Fetch(b);
+      ++outstanding_;
+      if (ring_->Full()) {
+        backlog_.push_back(b);
+      } else {
+        ring_->Queue(source_->file_.fd(), b, b * source_->bs_);
+      }
+    }
+    Status Wait(std::vector<uint64_t>* arrived) override {
+      if (threads_) return threads_->Wait(arrived);
+      if (outstanding_ == 0) return Status::Internal("waiting for blocks with no fetch started");
+      const size_t had = arrived->size();
+      Status first_error;
+      while (arrived->size() == had && first_error.ok()) {
+        const int r = ring_->Submit(/*wait=*/true);
+        if (r < 0) {
+          return Status::IOError(source_->file_.name() + ": io_uring: " + std::strerror(-r));
+        }
+        if (ring_->submitted() == 0) return Status::Internal("io_uring: no read in flight");
+        ring_->Reap([&](uint64_t b, int res, char* buf) {
+          Status s = source_->Finish(b, res, buf);
+          --outstanding_;
+          if (s.ok()) {
+            arrived->push_back(b);
+          } else if (first_error.ok()) {
+            first_error = std::move(s);
+          }
+        });
+        // Freed buffers take the reads that waited for one; they start now,
+        // while the walks go on with what arrived.
+        while (!backlog_.empty() && !ring_->Full()) {
+          ring_->Queue(source_->file_.fd(), backlog_.front(), backlog_.front() * source_->bs_);
+          backlog_.pop_front();
+        }
+        ring_->Submit(/*wait=*/false);
+      }
+      return first_error;
+    }
+
+   private:
+    PacFileSource* source_;
+    std::unique_ptr<Ring> ring_;
+    std::unique_ptr<BlockFetcher> threads_;  // when no ring could be had
+    std::deque<uint64_t> backlog_;
+    uint64_t outstanding_ = 0;
+  };
+
+  // A ring for a request: a pooled one, or a new one (null if the kernel
+  // refuses it now).
+  std::unique_ptr<Ring> TakeRing() {
+    {
+      std::lock_guard<std::mutex> lock(ring_mu_);
+      if (!rings_.empty()) {
+        auto r = std::move(rings_.back());
+        rings_.pop_back();
+        return r;
+      }
+    }
+    return Ring::Make(ring_depth_, bs_);
+  }
+  // Back to the pool once its reads are done: a fetcher may be destroyed
+  // with reads in flight, whose buffers the kernel still writes into.
+  void GiveBackRing(std::unique_ptr<Ring> ring) {
+    ring->Submit(/*wait=*/false);  // reads queued by a request that ended before waiting
+    ring->Drain();
+    if (ring->submitted() > 0) {  // the kernel may still write into its buffers: never freed
+      (void)ring.release();
+      return;
+    }
+    if (ring->queued() > 0) return;  // could not be sent: not reused
+    std::lock_guard<std::mutex> lock(ring_mu_);
+    if (rings_.size() < kPooledRings) rings_.push_back(std::move(ring));
+  }
+  // A finished read of block b: `res` bytes (or -errno) in `buf`. A short or
+  // failed read is read again with pread, whose status names the block and
+  // the cause (a file truncated since it was opened, EIO on a mount).
+  Status Finish(uint64_t b, int res, char* buf) {
+    Status s = res == static_cast<int>(bs_) ? Status::Ok() : file_.ReadBlock(b, buf);
+    if (s.ok() && verify_) s = VerifyBlock(buf, bs_, b, file_.name());
+    if (s.ok()) MarkReady(b);
+    return s;
+  }
 
   bool IsReady(uint64_t b) const {
     return (ready_[b / 64].load(std::memory_order_acquire) >> (b % 64)) & 1;
@@ -214,6 +429,14 @@ class PacFileSource final : public BlockSource {
   std::mutex warm_mu_;
   std::vector<std::unique_ptr<Range>> ranges_;  // guarded by warm_mu_
 
+  // io_uring: depth of each request's ring (0: the thread pool), and rings
+  // kept for the next requests. uring_: the kernel gave us the first one.
+  static constexpr size_t kPooledRings = 8;
+  uint32_t ring_depth_ = 0;
+  bool uring_ = false;
+  std::mutex ring_mu_;
+  std::vector<std::unique_ptr<Ring>> rings_;  // guarded by ring_mu_
+
   std::mutex mu_;  // guards the I/O queue and threads
   std::condition_variable cv_;
   std::deque<std::pair<uint64_t, std::shared_ptr<Completions>>> queue_;
@@ -291,8 +514,8 @@ const char* PacFileSource::WarmImage(uint64_t first, uint64_t count, uint64_t wo
 }  // namespace
 
 std::unique_ptr<BlockSource> NewPacFileSource(const PacFile& file, bool verify,
-                                              uint32_t io_threads) {
-  return std::make_unique<PacFileSource>(file, verify, io_threads);
+                                              uint32_t max_in_flight, BlockIo io) {
+  return std::make_unique<PacFileSource>(file, verify, max_in_flight, io);
 }
 
 }  // namespace pacset

@@ -4,7 +4,7 @@ set -euo pipefail
 PKGS=(
   build-essential cmake ninja-build pkg-config git clang-format
   clang libclang-rt-14-dev  # scripts/fuzz.sh (libFuzzer, sanitizers)
-  fuse3 libfuse3-dev librocksdb-dev libcereal-dev libxxhash-dev libhiredis-dev
+  fuse3 libfuse3-dev librocksdb-dev libcereal-dev libxxhash-dev libhiredis-dev liburing-dev
   libcli11-dev nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev
   redis-server
   # clang -Wthread-safety build of the store, fs and trace libraries (scripts/test.sh)

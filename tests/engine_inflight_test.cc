@@ -534,10 +534,12 @@ TEST(InFlight, AFlippedBitInANodeBlockIsAnErrorNamingItNeverAWrongPrediction) {
 // destructor (run under the sanitizer build). Either names the block.
 TEST(InFlight, AFileTruncatedAfterOpeningGivesAnIOErrorNamingTheBlock) {
   const Damaged d = MakeDamaged();
-  {
+  for (BlockIo io : {BlockIo::kUring, BlockIo::kThreads}) {
     const TempFile file(d.bytes);
     file.DropPages();
-    auto cold = PacEngine::Open(file.path());
+    EngineOptions eo;
+    eo.block_io = io;
+    auto cold = PacEngine::Open(file.path(), eo);
     ASSERT_TRUE(cold.ok());
     ASSERT_EQ(truncate(file.path().c_str(), 4096 * 4), 0);
     std::vector<double> out;
@@ -563,6 +565,95 @@ TEST(InFlight, AFileTruncatedAfterOpeningGivesAnIOErrorNamingTheBlock) {
     EXPECT_NE(s.message().find(": block "), std::string::npos) << s.message();
     EXPECT_NE(s.message().find("could not be read"), std::string::npos) << s.message();
   }
+}
+
+// Both ways of reading a cold file's blocks (io_uring, a pread thread pool)
+// give the reference's bits, one row at a time and for every row at once,
+// with more blocks to read than one ring holds; --timing names which ran.
+TEST(InFlight, IoUringAndThreadReadsOfAColdFileGiveTheSameBits) {
+  RandomForestSpec spec;
+  spec.trees = 60;
+  spec.max_depth = 14;
+  spec.split_probability = 0.85;
+  spec.seed = 23;
+  const Forest f = MakeRandomForest(spec);
+  const RowMatrix rows = MakeAdversarialRows(f, 40, 4);
+  const Outputs want = Reference(f, rows);
+  PackOptions o;
+  o.block_size = 4096;
+  const TempFile file(PackToBytes(f, o));
+  for (BlockIo io : {BlockIo::kThreads, BlockIo::kUring, BlockIo::kAuto}) {
+    for (uint32_t depth : {1u, 4u, 32u}) {
+      const std::string what = std::string("io ") + std::to_string(static_cast<int>(io)) +
+                               " depth " + std::to_string(depth);
+      file.DropPages();
+      EngineOptions eo;
+      eo.block_io = io;
+      eo.max_in_flight = depth;
+      eo.sequential_reads = false;  // every block through the fetcher
+      auto engine = PacEngine::Open(file.path(), eo);
+      ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+      const std::string used = (*engine)->stats().block_io;
+      if (io == BlockIo::kThreads) {
+        EXPECT_EQ(used, "threads") << what;
+      }
+      if (io != BlockIo::kThreads && used != "io_uring") {
+        GTEST_SKIP() << "this kernel refuses io_uring (" << used << " used)";
+      }
+      std::vector<double> one(f.num_prediction_columns());
+      for (size_t r = 0; r < 3; ++r) {
+        ASSERT_TRUE((*engine)->Predict(rows, r, r + 1, false, one.data()).ok()) << what;
+        EXPECT_EQ(0, std::memcmp(one.data(), &want.pred[r * one.size()], one.size() * 8))
+            << what << " row " << r;
+      }
+      ExpectSameBits(want, PredictEverything(**engine, rows, 2, true), what);
+      EXPECT_GT((*engine)->stats().blocks_fetched, depth) << what;
+      EXPECT_EQ((*engine)->stats().warm_requests, 0u) << what;
+    }
+  }
+}
+
+// A request that ends with reads queued or in flight (it failed, or gave
+// up) leaves the source's pooled ring clean: the next request gets exactly
+// the blocks it asked for.
+TEST(InFlight, AFetcherDroppedWithReadsInFlightLeavesTheNextRequestItsOwnBlocks) {
+  RandomForestSpec spec;
+  spec.trees = 30;
+  spec.max_depth = 12;
+  const Forest f = MakeRandomForest(spec);
+  PackOptions o;
+  o.block_size = 4096;
+  const TempFile file(PackToBytes(f, o));
+  file.DropPages();
+  auto pf = PacFile::Open(file.path());
+  ASSERT_TRUE(pf.ok());
+  auto source = NewPacFileSource(**pf, true, 8, BlockIo::kUring);
+  if (std::string(source->io_name()) != "io_uring") GTEST_SKIP() << "no io_uring here";
+  const uint64_t n = source->block_count();
+  ASSERT_GT(n, 20u);
+  {
+    auto dropped = source->NewFetcher();
+    for (uint64_t b = 0; b < 12; ++b) dropped->Fetch(b);  // queued, never waited for
+  }
+  {
+    auto waited_once = source->NewFetcher();
+    for (uint64_t b = 0; b < 12; ++b) waited_once->Fetch(b);
+    std::vector<uint64_t> arrived;
+    ASSERT_TRUE(waited_once->Wait(&arrived).ok());  // some still in flight when dropped
+  }
+  auto fetcher = source->NewFetcher();
+  std::vector<uint64_t> want;
+  for (uint64_t b = n - 1; b >= n - 10; --b) {
+    if (source->Ready(b)) continue;
+    fetcher->Fetch(b);
+    want.push_back(b);
+  }
+  std::vector<uint64_t> got;
+  while (got.size() < want.size()) ASSERT_TRUE(fetcher->Wait(&got).ok());
+  std::sort(want.begin(), want.end());
+  std::sort(got.begin(), got.end());
+  EXPECT_EQ(got, want);
+  for (uint64_t b : got) EXPECT_NE(source->Ready(b), nullptr) << "block " << b;
 }
 
 }  // namespace

@@ -197,12 +197,12 @@ void ReportEngineStats(const PredictOptions& opts, const PacEngine& engine) {
   if (!opts.timing) return;
   const EngineStats s = engine.stats();
   std::fprintf(stderr,
-               "predict: %llu warm + %llu in-flight requests, %llu blocks fetched in %llu rounds; "
-               "warm loop %s, %llu rows by its SIMD kernel\n",
+               "predict: %llu warm + %llu in-flight requests, %llu blocks fetched in %llu rounds "
+               "(reads: %s); warm loop %s, %llu rows by its SIMD kernel\n",
                static_cast<unsigned long long>(s.warm_requests),
                static_cast<unsigned long long>(s.inflight_requests),
                static_cast<unsigned long long>(s.blocks_fetched),
-               static_cast<unsigned long long>(s.fetch_waits), WarmIsaName(s.warm_isa),
+               static_cast<unsigned long long>(s.fetch_waits), s.block_io, WarmIsaName(s.warm_isa),
                static_cast<unsigned long long>(s.warm_simd_rows));
 }
 
@@ -238,6 +238,9 @@ Status PredictWithPac(const PredictOptions& opts) {
   EngineOptions engine_options;
   engine_options.verify_blocks = opts.verify_blocks;
   if (opts.max_in_flight != 0) engine_options.max_in_flight = opts.max_in_flight;
+  engine_options.block_io = opts.block_io == "threads"    ? BlockIo::kThreads
+                            : opts.block_io == "io_uring" ? BlockIo::kUring
+                                                          : BlockIo::kAuto;
   // Per-row requests are traced to see what each row reads: no row reads
   // the others' blocks ahead for them.
   engine_options.sequential_reads = marks.path.empty() || !marks.per_row;

@@ -26,6 +26,7 @@ struct PredictOptions {
   // (0: the default, 32 for files; for a store see StoreForestOptions).
   bool verify_blocks = true;
   uint32_t max_in_flight = 0;
+  std::string block_io = "auto";  // auto, io_uring, threads (.pac files)
   // Straight from a store (store/store_forest.h): `model` is then the
   // forest's name in the store at this URI; with input "-" rows are
   // answered one line at a time as they arrive (tools/predict_store.cc).

@@ -104,6 +104,10 @@ int main(int argc, char** argv) {
                 ".pac files and --store: most blocks read at once when they are not in memory "
                 "(default 32; --store: 4096, at most 64 MiB)")
       ->check(CLI::Range(1, 65536));
+  p->add_option("--block-io", predict.block_io,
+                ".pac files: how missing blocks are read: io_uring (one ring per request), "
+                "threads (a pool of pread threads) or auto (io_uring where the kernel allows it)")
+      ->check(CLI::IsMember({"auto", "io_uring", "threads"}));
   p->add_option("--store", predict.store,
                 "Read the forest MODEL straight from this store, without a mount: "
                 "rocksdb:PATH, dir:PATH, redis://[:PASSWORD@]HOST:PORT[/DB] or "

@@ -424,6 +424,7 @@ py::dict Info(const PyForest& f) {
   d["warm_path_bytes"] = st.warm_forest_bytes;
   d["warm_path_build_seconds"] = st.warm_forest_build_seconds;
   d["warm_isa"] = WarmIsaName(st.warm_isa);
+  d["block_io"] = st.block_io;
   d["warm_simd_rows"] = st.warm_simd_rows;
   d["source_json"] = f.file().SourceInfoJson();
   return d;
