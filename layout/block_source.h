@@ -78,7 +78,7 @@ class BlockSource {
 
 // How a source over a mapped file reads the blocks it fetches.
 enum class BlockIo {
-  kAuto,     // io_uring when the kernel allows it, else kThreads
+  kAuto,     // io_uring when the kernel allows it, else kThreads; kThreads on FUSE
   kThreads,  // a pool of threads doing pread
   kUring,    // one io_uring per request (kThreads if the kernel refuses it)
 };

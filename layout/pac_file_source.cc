@@ -15,6 +15,7 @@
 // io_uring (seccomp filters in containers) and as an option.
 #include <liburing.h>
 #include <sys/mman.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -156,6 +157,16 @@ class Ring {
   uint64_t queued_ = 0, submitted_ = 0;
 };
 
+// True for a file on a FUSE mount (a pacsetfs mount among them). There an
+// io_uring read is handed to the kernel's worker threads anyway, and the
+// daemon would take one request's reads, all from one thread, for a
+// sequential reader and read ahead for it: kAuto uses the thread pool.
+bool OnFuse(int fd) {
+  struct statfs st;
+  return fstatfs(fd, &st) == 0 &&
+         static_cast<uint64_t>(st.f_type) == 0x65735546;  // FUSE_SUPER_MAGIC
+}
+
 // Buffers for one request's reads in flight: at most this many bytes.
 constexpr uint64_t kRingBufferBytes = 64 << 20;
 
@@ -173,7 +184,7 @@ class PacFileSource final : public BlockSource {
     for (uint64_t i = 0; i < (blocks_ + 63) / 64; ++i) ready_[i].store(0);
     const long page = sysconf(_SC_PAGESIZE);
     page_ = page > 0 ? static_cast<uint64_t>(page) : 4096;
-    if (mapped_ && io != BlockIo::kThreads) {
+    if (mapped_ && (io == BlockIo::kUring || (io == BlockIo::kAuto && !OnFuse(file.fd())))) {
       ring_depth_ = static_cast<uint32_t>(
           std::min<uint64_t>({max_threads_, 4096, std::max<uint64_t>(1, kRingBufferBytes / bs_)}));
       // One ring made now tells whether the kernel allows io_uring at all.
