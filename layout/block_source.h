@@ -87,8 +87,9 @@ enum class BlockIo {
 // are reads into private buffers, at most `max_in_flight` at once per
 // request: by default through one io_uring per request (submitted together
 // at each Wait, completions reaped in batches: no thread switch per block),
-// else by a shared pool of that many threads doing pread (`io`: kThreads, or
-// a kernel that refuses io_uring, e.g. under a seccomp filter). The page
+// else by a shared pool of that many threads doing pread (`io`: kThreads;
+// a kernel that refuses io_uring, e.g. under a seccomp filter; or, with
+// kAuto, a file on a FUSE mount such as pacsetfs). The page
 // cache keeps what was read, so the mapping then sees it. A block is Ready
 // once it was read or found resident (mincore) and, with `verify`, its
 // trailer (checksum and index) matched — checked once per block per

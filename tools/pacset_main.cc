@@ -106,7 +106,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 65536));
   p->add_option("--block-io", predict.block_io,
                 ".pac files: how missing blocks are read: io_uring (one ring per request), "
-                "threads (a pool of pread threads) or auto (io_uring where the kernel allows it)")
+                "threads (a pool of pread threads) or auto (io_uring where the kernel allows it, "
+                "threads on a FUSE mount such as pacsetfs)")
       ->check(CLI::IsMember({"auto", "io_uring", "threads"}));
   p->add_option("--store", predict.store,
                 "Read the forest MODEL straight from this store, without a mount: "
