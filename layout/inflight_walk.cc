@@ -128,6 +128,9 @@ WalkFault Scheduler<NodeT, kF32Input, Acc, kLeaves>::Advance(const RowMatrix& ro
         }
         blk = source_.Ready(b);
         if (!blk) {
+          // Marked now, so the other walks that need it park without asking
+          // the source again (a mincore call each, on a mapped file).
+          if ((b >> 6) < pending_.size()) pending_[b >> 6] |= uint64_t{1} << (b & 63);
           wk.need = b;
           parked[(*nparked)++] = id;
           return false;
