@@ -83,7 +83,6 @@ class Ring {
   Ring(const Ring&) = delete;
   Ring& operator=(const Ring&) = delete;
 
-  uint32_t depth() const { return depth_; }
   bool Full() const { return free_.empty(); }
   uint64_t submitted() const { return submitted_; }
   uint64_t queued() const { return queued_; }
@@ -141,15 +140,12 @@ class Ring {
 
  private:
   Ring(uint32_t depth, uint32_t block_size)
-      : depth_(depth),
-        bs_(block_size),
-        bufs_(new char[uint64_t{depth} * block_size]),
-        block_(depth) {
+      : bs_(block_size), bufs_(new char[uint64_t{depth} * block_size]), block_(depth) {
     for (uint32_t i = depth; i-- > 0;) free_.push_back(i);
   }
   char* Buffer(uint32_t slot) { return bufs_.get() + uint64_t{slot} * bs_; }
 
-  const uint32_t depth_, bs_;
+  const uint32_t bs_;
   io_uring ring_{};
   bool live_ = false;
   std::unique_ptr<char[]> bufs_;
@@ -218,13 +214,13 @@ class PacFileSource final : public BlockSource {
   }
 
   std::unique_ptr<BlockFetcher> NewFetcher() override {
-    if (ring_depth_ > 0 && uring_) return std::make_unique<UringFetcher>(this);
+    if (uring_) return std::make_unique<UringFetcher>(this);
     return std::make_unique<Fetcher>(this);
   }
 
   const char* io_name() const override {
     if (!mapped_) return "memory";
-    return ring_depth_ > 0 && uring_ ? "io_uring" : "threads";
+    return uring_ ? "io_uring" : "threads";
   }
 
   const char* WarmImage(uint64_t first, uint64_t count, uint64_t work, bool read_missing) override;
@@ -341,9 +337,10 @@ class PacFileSource final : public BlockSource {
     std::lock_guard<std::mutex> lock(ring_mu_);
     if (rings_.size() < kPooledRings) rings_.push_back(std::move(ring));
   }
-  // A finished read of block b: `res` bytes (or -errno) in `buf`. A short or
-  // failed read is read again with pread, whose status names the block and
-  // the cause (a file truncated since it was opened, EIO on a mount).
+  // Block b after a read of `res` bytes (or -errno) into `buf`: verified and
+  // marked Ready. A short, failed or not yet made read (res < 0) is read
+  // with pread, whose status names the block and the cause (a file
+  // truncated since it was opened, EIO on a mount).
   Status Finish(uint64_t b, int res, char* buf) {
     Status s = res == static_cast<int>(bs_) ? Status::Ok() : file_.ReadBlock(b, buf);
     if (s.ok() && verify_) s = VerifyBlock(buf, bs_, b, file_.name());
@@ -382,10 +379,7 @@ class PacFileSource final : public BlockSource {
 
   // Reads and verifies one block; the result goes to `done`.
   void ReadOne(uint64_t b, char* buf, Completions* done) {
-    Status s = file_.ReadBlock(b, buf);
-    if (s.ok() && verify_) s = VerifyBlock(buf, bs_, b, file_.name());
-    if (s.ok()) MarkReady(b);
-    done->Done(b, std::move(s));
+    done->Done(b, Finish(b, /*res=*/-1, buf));
   }
 
   void Submit(uint64_t b, const std::shared_ptr<Completions>& done) {
@@ -441,8 +435,8 @@ class PacFileSource final : public BlockSource {
   std::mutex warm_mu_;
   std::vector<std::unique_ptr<Range>> ranges_;  // guarded by warm_mu_
 
-  // io_uring: depth of each request's ring (0: the thread pool), and rings
-  // kept for the next requests. uring_: the kernel gave us the first one.
+  // io_uring: the depth of each request's ring and the rings kept for the
+  // next requests; uring_: rings are used (the kernel gave us the first).
   static constexpr size_t kPooledRings = 8;
   uint32_t ring_depth_ = 0;
   bool uring_ = false;
