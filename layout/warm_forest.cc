@@ -6,6 +6,8 @@
 
 #include "layout/internal/sigbus.h"
 #include "layout/internal/walk.h"
+#include "layout/internal/warm_simd.h"
+#include "model/forest.h"
 
 namespace pacset::internal {
 namespace {
@@ -185,6 +187,15 @@ StatusOr<std::unique_ptr<WarmForest>> Build(const PacFile& file, const char* ima
     scope.Disarm();
   }
   w->leaves.shrink_to_fit();
+  if constexpr (std::is_same_v<NodeT, WideNode>) {
+    if (w->plain_routing && w->nodes64.size() < kWarmSimdMaxNodes) {
+      w->nodes32.resize(w->nodes64.size());
+      for (size_t i = 0; i < w->nodes64.size(); ++i) {
+        const WarmNode<double>& n = w->nodes64[i];
+        w->nodes32[i] = {Float32AtOrBelow(n.threshold), n.feature, {n.child[0], n.child[1]}};
+      }
+    }
+  }
   if (values_only) {
     w->leaf_values.resize(w->leaves.size());
     for (size_t i = 0; i < w->leaves.size(); ++i) {

@@ -147,13 +147,13 @@ __attribute__((target("avx2"), always_inline)) inline void WalkTreeAvx2Pairs(
 // 16 rows at a time: a feature of the 16 rows by two 8-lane gathers,
 // converted (vcvtpd2ps rounds as static_cast<float> does) and stored as one
 // line of x.
-__attribute__((target("avx512f"))) bool TransposeAvx512(const double* rows, size_t n, uint32_t nf,
-                                                        float* x) {
+__attribute__((target("avx512f"))) uint32_t TransposeAvx512(const double* rows, size_t n,
+                                                            uint32_t nf, float* x) {
   const __m256i lo = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
                                         _mm256_set1_epi32(static_cast<int32_t>(nf)));
   const __m256i hi = _mm256_add_epi32(lo, _mm256_set1_epi32(static_cast<int32_t>(8 * nf)));
   const __m512d zero = _mm512_setzero_pd();
-  __mmask8 nan = 0;
+  __mmask8 nan = 0, inexact = 0;
   for (size_t i0 = 0; i0 < n; i0 += 16) {
     const size_t left = n - i0;
     const __mmask16 m = left >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << left) - 1);
@@ -164,25 +164,28 @@ __attribute__((target("avx512f"))) bool TransposeAvx512(const double* rows, size
       const __m512d b = _mm512_mask_i32gather_pd(zero, mhi, hi, base + f, 8);
       nan |= _mm512_cmp_pd_mask(a, a, _CMP_UNORD_Q) | _mm512_cmp_pd_mask(b, b, _CMP_UNORD_Q);
       // (The maskz forms: GCC 12's plain ones warn of an undefined operand.)
+      const __m256 fa = _mm512_maskz_cvtpd_ps(0xFF, a), fb = _mm512_maskz_cvtpd_ps(0xFF, b);
+      // Not float32: the value back in float64 differs (NEQ_UQ: NaN too).
+      inexact |= _mm512_cmp_pd_mask(a, _mm512_maskz_cvtps_pd(0xFF, fa), _CMP_NEQ_UQ) |
+                 _mm512_cmp_pd_mask(b, _mm512_maskz_cvtps_pd(0xFF, fb), _CMP_NEQ_UQ);
       const __m512d v = _mm512_maskz_insertf64x4(
-          0xFF,
-          _mm512_maskz_insertf64x4(0xFF, zero, _mm256_castps_pd(_mm512_maskz_cvtpd_ps(0xFF, a)), 0),
-          _mm256_castps_pd(_mm512_maskz_cvtpd_ps(0xFF, b)), 1);
+          0xFF, _mm512_maskz_insertf64x4(0xFF, zero, _mm256_castps_pd(fa), 0), _mm256_castps_pd(fb),
+          1);
       _mm512_mask_storeu_ps(x + f * n + i0, m, _mm512_castpd_ps(v));
     }
   }
-  return nan != 0;
+  return (nan ? kFoundNan : 0) | (inexact ? kFoundNotFloat32 : 0);
 }
 
 // As TransposeAvx512, 8 rows at a time by two 4-lane gathers.
-__attribute__((target("avx2"))) bool TransposeAvx2(const double* rows, size_t n, uint32_t nf,
-                                                   float* x) {
+__attribute__((target("avx2"))) uint32_t TransposeAvx2(const double* rows, size_t n, uint32_t nf,
+                                                       float* x) {
   const __m128i lo =
       _mm_mullo_epi32(_mm_setr_epi32(0, 1, 2, 3), _mm_set1_epi32(static_cast<int32_t>(nf)));
   const __m128i hi = _mm_add_epi32(lo, _mm_set1_epi32(static_cast<int32_t>(4 * nf)));
   const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   const __m256d zero = _mm256_setzero_pd();
-  __m256d nan = zero;
+  __m256d nan = zero, inexact = zero;
   for (size_t i0 = 0; i0 < n; i0 += 8) {
     const int32_t left = static_cast<int32_t>(std::min<size_t>(8, n - i0));
     const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(left), iota);
@@ -194,11 +197,15 @@ __attribute__((target("avx2"))) bool TransposeAvx2(const double* rows, size_t n,
       const __m256d b = _mm256_mask_i32gather_pd(zero, base + f, hi, mhi, 8);
       nan = _mm256_or_pd(
           nan, _mm256_or_pd(_mm256_cmp_pd(a, a, _CMP_UNORD_Q), _mm256_cmp_pd(b, b, _CMP_UNORD_Q)));
-      const __m256 v = _mm256_set_m128(_mm256_cvtpd_ps(b), _mm256_cvtpd_ps(a));
-      _mm256_maskstore_ps(x + f * n + i0, m, v);
+      const __m128 fa = _mm256_cvtpd_ps(a), fb = _mm256_cvtpd_ps(b);
+      inexact =
+          _mm256_or_pd(inexact, _mm256_or_pd(_mm256_cmp_pd(a, _mm256_cvtps_pd(fa), _CMP_NEQ_UQ),
+                                             _mm256_cmp_pd(b, _mm256_cvtps_pd(fb), _CMP_NEQ_UQ)));
+      _mm256_maskstore_ps(x + f * n + i0, m, _mm256_set_m128(fb, fa));
     }
   }
-  return _mm256_movemask_pd(nan) != 0;
+  return (_mm256_movemask_pd(nan) ? kFoundNan : 0) |
+         (_mm256_movemask_pd(inexact) ? kFoundNotFloat32 : 0);
 }
 
 __attribute__((target("avx512f"))) void WalkTreeAvx512(const WarmNode<float>* nodes, int32_t root,
@@ -226,19 +233,24 @@ WarmIsa CpuWarmIsa() { return WarmIsa::kScalar; }
 #endif
 
 // Tiles of kTile x kTile keep both sides' lines in L1.
-bool TransposePortable(const double* rows, size_t n, uint32_t nf, float* x) {
+uint32_t TransposePortable(const double* rows, size_t n, uint32_t nf, float* x) {
   constexpr size_t kTile = 16;
+  int inexact = 0;
   for (size_t i0 = 0; i0 < n; i0 += kTile) {
     const size_t i1 = std::min(n, i0 + kTile);
     for (uint32_t f0 = 0; f0 < nf; f0 += kTile) {
       const uint32_t f1 = std::min<uint32_t>(nf, f0 + kTile);
       for (size_t i = i0; i < i1; ++i) {
         const double* row = rows + i * nf;
-        for (uint32_t f = f0; f < f1; ++f) x[f * n + i] = static_cast<float>(row[f]);
+        for (uint32_t f = f0; f < f1; ++f) {
+          const float v = static_cast<float>(row[f]);
+          inexact |= !(static_cast<double>(v) == row[f]);  // NaN too
+          x[f * n + i] = v;
+        }
       }
     }
   }
-  return AnyNan(x, n * nf);
+  return (AnyNan(x, n * nf) ? kFoundNan : 0) | (inexact ? kFoundNotFloat32 : 0);
 }
 
 // PACSET_ISA, read once: the widest the environment allows. Unset, empty or

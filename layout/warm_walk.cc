@@ -195,30 +195,29 @@ WalkFault WarmLoop<NodeT, kF32Input, Acc, kLeaves>::Run(const WalkJob& job, Acc*
   const size_t block_rows = block_rows_;
   for (size_t r0 = job.begin; r0 < job.end; r0 += block_rows) {
     const size_t nrows = std::min(block_rows, job.end - r0);
-    // The SIMD kernels take the block feature-major (WarmTransposeFn), which
-    // also finds NaN.
-    bool transposed = false, transposed_nan = false;
-    auto convert = [&](bool feature_major) {
-      if constexpr (kF32Input) {
-        if (feature_major) {
-          transposed_nan = transpose_(rows.row(r0), nrows, nf, x32);
-        } else {
-          for (size_t i = 0; i < nrows; ++i) {
-            const double* row = rows.row(r0 + i);
-            for (uint32_t f = 0; f < nf; ++f) x32[i * nf + f] = static_cast<float>(row[f]);
-          }
+    // The SIMD kernels take the block feature-major, as float32
+    // (WarmTransposeFn), which also finds NaN and, for float64 input, values
+    // float32 does not hold: such a block walks the scalar lanes.
+    bool simd = false, plain = warm_ && warm_->plain_routing;
+    if (kernel_) {
+      const uint32_t found = transpose_(rows.row(r0), nrows, nf, x32);
+      plain = !(found & kFoundNan);
+      simd = kF32Input ? plain : !(found & kFoundNotFloat32);
+    }
+    if constexpr (kF32Input) {
+      if (!simd) {
+        for (size_t i = 0; i < nrows; ++i) {
+          const double* row = rows.row(r0 + i);
+          for (uint32_t f = 0; f < nf; ++f) x32[i * nf + f] = static_cast<float>(row[f]);
         }
-        transposed = feature_major;
       }
-    };
-    convert(kernel_ != nullptr);
+    }
     if constexpr (!kLeaves)
       for (size_t i = 0; i < nrows; ++i) rule_.Init(&acc[i * K]);
     // Rows without NaN route by the threshold alone (warm forest only).
-    bool plain = warm_ && warm_->plain_routing;
-    if (plain) {
+    if (plain && !kernel_) {
       if constexpr (kF32Input) {
-        plain = transposed ? !transposed_nan : !AnyNan(x32, nrows * nf);
+        plain = !AnyNan(x32, nrows * nf);
       } else {
         plain = !AnyNan(rows.row(r0), nrows * nf);
       }
@@ -239,17 +238,11 @@ WalkFault WarmLoop<NodeT, kF32Input, Acc, kLeaves>::Run(const WalkJob& job, Acc*
         auto walk = [&](const auto* nodes, const auto* x) {
           uint64_t bad = 0;
           bool ok;
-          if constexpr (std::is_same_v<Cmp, float> &&
-                        std::is_same_v<std::decay_t<decltype(*x)>, float>) {
-            if (plain && kernel_) {
-              ok = WalkWarmBlockSimd(*warm_, kernel_, x, static_cast<uint32_t>(nrows), leaf, trees,
-                                     acc, K, add_leaf, &bad);
-              if (job.simd_rows) *job.simd_rows += nrows;
-              return ok ? WalkFault{} : WalkFault{WalkFault::kBadLeaf, bad};
-            }
-          }
-          if constexpr (kF32Input) {
-            if (transposed) convert(false);  // a block with NaN: the scalar lanes
+          if (simd) {
+            ok = WalkWarmBlockSimd(*warm_, kernel_, x32, static_cast<uint32_t>(nrows), leaf, trees,
+                                   acc, K, add_leaf, &bad);
+            if (job.simd_rows) *job.simd_rows += nrows;
+            return ok ? WalkFault{} : WalkFault{WalkFault::kBadLeaf, bad};
           }
           ok = plain
                    ? WalkWarmBlock<Cmp, true, kLanes>(*warm_, nodes, x, nf, nrows, add_leaf, &bad)
@@ -401,9 +394,10 @@ Status RunWarm(const PacFile& file, const OutputRule& rule, const char* image,
                const WarmForest* warm, WarmIsa isa, const WalkJob& job) {
   using Loop = WarmLoop<NodeT, kF32Input, Acc, kLeaves>;
   const PacHeader& h = file.header();
-  // The SIMD kernels: compact nodes, float32 rows, int32 gather indices.
+  // The SIMD kernels: float32 nodes (WarmForest::nodes32, built when the
+  // forest routes plainly), int32 gather indices.
   WarmTreeKernel kernel = nullptr;
-  if (warm && std::is_same_v<NodeT, CompactNode> && kF32Input && warm->plain_routing &&
+  if (warm && warm->plain_routing && !warm->nodes32.empty() &&
       warm->nodes32.size() < kWarmSimdMaxNodes)
     kernel = WarmTreeKernelFor(isa);
   // Buffers live in this frame, outside the region a SIGBUS can jump out of.
@@ -411,7 +405,7 @@ Status RunWarm(const PacFile& file, const OutputRule& rule, const char* image,
   if (uint64_t{block_rows} * h.num_features >= (uint64_t{1} << 31)) kernel = nullptr;
   // Not value-initialised: a one-row request does not clear a large block.
   std::unique_ptr<Acc[]> acc(new Acc[block_rows * h.num_outputs]);
-  std::unique_ptr<float[]> x32(new float[kF32Input ? block_rows * h.num_features : 1]);
+  std::unique_ptr<float[]> x32(new float[kF32Input || kernel ? block_rows * h.num_features : 1]);
   std::unique_ptr<int32_t[]> leaf(new int32_t[kernel ? block_rows : 1]);
   std::vector<double> margins(h.num_outputs);
   const Loop loop(file, rule, image, warm, kernel, WarmTransposeFor(isa), block_rows);

@@ -13,6 +13,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <random>
 
 #include "layout/engine.h"
 #include "layout/pack.h"
@@ -84,30 +85,45 @@ RowMatrix WithoutNan(RowMatrix rows) {
   return rows;
 }
 
+// The same rows with every value rounded to float32: the float32 neighbours
+// of every threshold the rows hit (for float64 thresholds, the floats on
+// either side of one, which the SIMD kernels compare against the threshold
+// rounded down).
+RowMatrix AsFloat32Values(RowMatrix rows) {
+  for (double& v : rows.values) v = static_cast<double>(static_cast<float>(v));
+  return rows;
+}
+
 // Every instruction set the warm loop has; those this CPU lacks resolve to a
 // narrower one (and are then checked as that one).
 constexpr WarmIsa kEveryIsa[] = {WarmIsa::kScalar, WarmIsa::kAvx2, WarmIsa::kAvx512};
 
 // Whether warm requests of rows without NaN go through the SIMD kernels
-// (layout/internal/warm_simd.h): compact nodes, float32 input, no node with
-// LightGBM's zero-as-missing rule, an instruction set with a kernel.
+// (layout/internal/warm_simd.h): no node with LightGBM's zero-as-missing
+// rule and an instruction set with a kernel; compact or wide nodes (these
+// through their float32 rounding, WarmForest::nodes32). Float64 input only
+// for blocks whose every value float32 holds.
 bool TakesSimdPath(const PacEngine& e, const Forest& f) {
-  const PacHeader& h = e.file().header();
   bool zero_is_missing = false;
   for (uint8_t fl : f.flags) zero_is_missing |= (fl & kZeroIsMissing) != 0;
-  return h.node_format == static_cast<uint8_t>(NodeFormat::kCompact16) &&
-         h.input_precision == static_cast<uint8_t>(Precision::kFloat32) && !zero_is_missing &&
-         e.stats().warm_isa != WarmIsa::kScalar;
+  return !zero_is_missing && e.stats().warm_isa != WarmIsa::kScalar;
+}
+
+bool Float64Input(const PacEngine& e) {
+  return e.file().header().input_precision == static_cast<uint8_t>(Precision::kFloat64);
 }
 
 // The warm forest's walks (scalar lanes, and each SIMD kernel this CPU has)
 // against the in-memory predictor and the checked mapping walk, bit for bit,
-// on `with_nan` (blocks with NaN: the flag-aware scalar step) and the same
-// rows without NaN (the compare-only step: a SIMD kernel when the file
-// qualifies, which must then walk every one of those rows).
+// on `with_nan` (blocks with NaN: the flag-aware scalar step), the same rows
+// without NaN (the compare-only step: a SIMD kernel when the file
+// qualifies, which must then walk every one of those rows — for float64
+// input, whose rows hold values float32 does not, none of them) and those
+// rounded to float32 (a SIMD kernel for every row when the file qualifies).
 void ExpectEveryWalkMatches(const Forest& f, const std::string& bytes, const RowMatrix& with_nan,
                             const std::string& what) {
   const RowMatrix without_nan = WithoutNan(with_nan);
+  const RowMatrix float32_values = AsFloat32Values(without_nan);
   const auto checked = EngineOver(bytes, false);
   EXPECT_EQ(checked->stats().warm_forest_bytes, 0u) << what;
   for (WarmIsa isa : kEveryIsa) {
@@ -120,8 +136,10 @@ void ExpectEveryWalkMatches(const Forest& f, const std::string& bytes, const Row
     std::vector<double> out;
     ASSERT_TRUE(fast->PredictAll(without_nan, false, 1, &out).ok());
     ASSERT_GT(fast->stats().warm_forest_bytes, 0u) << on;
-    for (const RowMatrix* rows : {&with_nan, &without_nan}) {
-      const std::string w = on + (rows == &with_nan ? " with NaN" : " without NaN");
+    for (const RowMatrix* rows : {&with_nan, &without_nan, &float32_values}) {
+      const std::string w = on + (rows == &with_nan      ? " with NaN"
+                                  : rows == &without_nan ? " without NaN"
+                                                         : " float32 values");
       for (bool margin : {false, true}) {
         const std::vector<double> want = Reference(f, *rows, margin);
         std::vector<double> a, b;
@@ -131,8 +149,13 @@ void ExpectEveryWalkMatches(const Forest& f, const std::string& bytes, const Row
           const uint64_t simd_before = fast->stats().warm_simd_rows;
           ASSERT_TRUE(fast->PredictAll(*rows, margin, threads, &b).ok()) << w;
           ExpectSameBits(b, want, w + " warm forest, threads " + std::to_string(threads));
-          if (rows == &without_nan) {
-            EXPECT_EQ(fast->stats().warm_simd_rows - simd_before, simd ? rows->num_rows : 0u) << w;
+          const uint64_t simd_rows = fast->stats().warm_simd_rows - simd_before;
+          if (rows == &without_nan && Float64Input(*fast)) {
+            // Most values are not float32: the blocks holding one (some at
+            // least) walk the scalar lanes.
+            EXPECT_LT(simd_rows, rows->num_rows) << w;
+          } else if (rows != &with_nan) {
+            EXPECT_EQ(simd_rows, simd ? rows->num_rows : 0u) << w;
           }
         }
         // Requests of 1..20 rows: lanes left idle, blocks not a multiple of the lanes.
@@ -196,6 +219,78 @@ TEST(WarmForest, LightgbmRulesOnFloat32NodesKeepTheBitsAndZeroAsMissingStaysScal
     ASSERT_EQ(TakesSimdPath(*e, *f), f == &nan_is_zero && e->stats().warm_isa != WarmIsa::kScalar);
     ExpectEveryWalkMatches(*f, bytes, MakeAdversarialRows(*f, 300, 12),
                            f == &nan_is_zero ? "NaN as zero" : "zero as missing");
+  }
+}
+
+// Rows that meet every node they reach, as far as they can, at a float32
+// neighbour of its threshold: through each tree from its root, a feature not
+// yet set takes the largest float32 <= the threshold, the float32 below it or
+// the one above (at random), and the walk goes the way the threshold sends
+// that value. Other features take random float32 values.
+RowMatrix ThresholdNeighbourRows(const Forest& f, size_t n, uint32_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(-2.5f, 2.5f);
+  const uint32_t nf = f.num_features;
+  RowMatrix m;
+  m.num_rows = n;
+  m.num_cols = nf;
+  m.values.resize(n * nf);
+  std::vector<char> set(nf);
+  for (size_t r = 0; r < n; ++r) {
+    double* row = &m.values[r * nf];
+    std::fill(set.begin(), set.end(), 0);
+    for (size_t t = 0; t < f.num_trees(); ++t) {
+      uint64_t g = f.tree_offset[t];
+      while (!f.is_leaf(g)) {
+        const uint32_t c = f.split_feature[g];
+        const double th = f.threshold[g];
+        if (!set[c]) {
+          set[c] = 1;
+          const float lo = Float32AtOrBelow(th);
+          const float inf = std::numeric_limits<float>::infinity();
+          const int how = static_cast<int>(rng() % 3);
+          row[c] = how == 0 ? lo : std::nextafter(lo, how == 1 ? -inf : inf);
+        }
+        g = f.tree_offset[t] + (row[c] <= th ? f.left_child[g] : f.right_child[g]);
+      }
+    }
+    for (uint32_t c = 0; c < nf; ++c)
+      if (!set[c]) row[c] = u(rng);
+  }
+  return m;
+}
+
+// A float64-input forest (LightGBM's thresholds, wide nodes) without the
+// zero-as-missing rule: blocks whose every value float32 holds take the SIMD
+// kernels through the thresholds rounded down to float32 — rows at the
+// float32 neighbours on both sides of every float64 threshold keep the bits
+// — and blocks holding other values the float64 compare.
+TEST(WarmForest, Float64ThresholdsTakeTheKernelsForFloat32ValuesAndKeepTheBits) {
+  RandomForestSpec spec;
+  spec.flavor = testing::Flavor::kLightgbm;
+  spec.trees = 30;
+  spec.max_depth = 12;
+  spec.seed = 29;
+  Forest f = MakeRandomForest(spec);
+  size_t between_floats = 0;
+  for (size_t g = 0; g < f.flags.size(); ++g) {
+    f.flags[g] &= static_cast<uint8_t>(~kZeroIsMissing);
+    between_floats += f.is_leaf(g) ? 0 : f.threshold[g] != static_cast<float>(f.threshold[g]);
+  }
+  ASSERT_GT(between_floats, 50u);
+  const std::string bytes = Pack(f, LayoutKind::kPacset, 4096, false);
+  const auto e = EngineOver(bytes, true);
+  ASSERT_EQ(e->file().header().node_format, static_cast<uint8_t>(NodeFormat::kWide32));
+  ASSERT_TRUE(Float64Input(*e));
+  ExpectEveryWalkMatches(f, bytes, MakeAdversarialRows(f, 300, 31), "float64 thresholds");
+  const RowMatrix rows = ThresholdNeighbourRows(f, 600, 37);
+  const std::vector<double> want = Reference(f, rows, true);
+  for (WarmIsa isa : kEveryIsa) {
+    const auto fast = EngineOver(bytes, true, true, isa);
+    std::vector<double> got;
+    ASSERT_TRUE(fast->PredictAll(rows, true, 1, &got).ok());
+    ExpectSameBits(got, want, std::string("neighbour rows isa ") + WarmIsaName(isa));
+    EXPECT_EQ(fast->stats().warm_simd_rows, TakesSimdPath(*fast, f) ? rows.num_rows : 0u);
   }
 }
 

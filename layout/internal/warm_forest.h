@@ -48,7 +48,13 @@ static_assert(sizeof(WarmNode<double>) == 24);
 inline constexpr int kWarmLeafKindShift = 62;
 
 struct WarmForest {
-  std::vector<WarmNode<float>> nodes32;   // compact files
+  // Compact files: the nodes. Wide files: the same nodes (nodes64) with each
+  // threshold t rounded down to float32 (the largest float32 <= t, NaN
+  // kept), which route every value float32 holds as t does — for such x,
+  // x <= t iff x <= that float — so the SIMD kernels (float32 compares) can
+  // walk them for blocks of such rows; empty when kWarmSimdMaxNodes or more
+  // or when !plain_routing (the kernels are not used then).
+  std::vector<WarmNode<float>> nodes32;
   std::vector<WarmNode<double>> nodes64;  // wide files
   std::vector<uint8_t> flags;
   std::vector<uint64_t> leaves;

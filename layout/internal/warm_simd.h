@@ -4,12 +4,14 @@
 // run time: the library itself needs only x86-64 (or any other target, where
 // only the scalar loop exists).
 //
-// A kernel routes by `x <= threshold` alone: the caller uses it only for
-// float32 rows without NaN through a forest with no LightGBM zero-as-missing
-// node (WarmForest::plain_routing), where that is what GoesLeft gives
-// (model/routing.h). It returns, per row, the leaf its walk ends on; the
-// caller adds the leaves tree by tree, so every row still adds its trees in
-// order and sums keep their bits.
+// A kernel routes by `x <= threshold` alone on float32 values and
+// WarmForest::nodes32: the caller uses it only for blocks of rows without NaN
+// through a forest with no LightGBM zero-as-missing node
+// (WarmForest::plain_routing), where that is what GoesLeft gives
+// (model/routing.h), and, for a float64-input forest, only for blocks whose
+// every value float32 holds exactly (then x <= t iff x <= nodes32's t). It returns, per row, the
+// leaf its walk ends on; the caller adds the leaves tree by tree, so every row still adds its trees
+// in order and sums keep their bits.
 #pragma once
 
 #include <cstddef>
@@ -46,11 +48,17 @@ using WarmTreeKernel = void (*)(const WarmNode<float>* nodes, int32_t root, cons
 
 inline constexpr uint64_t kWarmSimdMaxNodes = uint64_t{1} << 29;
 
+// What a transposition found among the values it converted (bits).
+inline constexpr uint32_t kFoundNan = 1;
+// A value float32 cannot hold exactly (NaN included): a float64-input forest
+// then needs the float64 compare for that block (see WarmForest::nodes32).
+inline constexpr uint32_t kFoundNotFloat32 = 2;
+
 // Rows [0, n) of `rows` (row i at rows + i * nf) as float32, feature-major
 // (feature f of row i at x[f * n + i]: the layout the kernels take, where
 // rows walking a tree together read the same cache lines near its root);
-// true when any value is NaN. Requires n * nf < 2^31.
-using WarmTransposeFn = bool (*)(const double* rows, size_t n, uint32_t nf, float* x);
+// returns kFoundNan | kFoundNotFloat32 bits. Requires n * nf < 2^31.
+using WarmTransposeFn = uint32_t (*)(const double* rows, size_t n, uint32_t nf, float* x);
 
 // The instruction set `requested` resolves to on this CPU, in *resolved
 // (never kAuto): kAuto is the widest the CPU has unless the environment
