@@ -118,19 +118,13 @@ StatusOr<std::unique_ptr<PacEngine>> PacEngine::FromFile(std::unique_ptr<PacFile
   return e;
 }
 
-Status PacEngine::Run(const RowMatrix& rows, size_t begin, size_t end, bool margin, double* out,
-                      int32_t* leaves) const {
+Status PacEngine::Run(internal::WalkJob& job) const {
   const PacHeader& h = file_->header();
-  if (rows.num_cols != h.num_features)
-    return Status::InvalidArgument("rows have " + std::to_string(rows.num_cols) +
+  if (!job.rows32 && job.rows->num_cols != h.num_features)
+    return Status::InvalidArgument("rows have " + std::to_string(job.rows->num_cols) +
                                    " columns, the model expects " + std::to_string(h.num_features));
-  internal::WalkJob job;
-  job.rows = &rows;
-  job.begin = begin;
-  job.end = end;
-  job.margin = margin;
-  job.out = out;
-  job.leaves = leaves;
+  const size_t begin = job.begin, end = job.end;
+  const int32_t* leaves = job.leaves;
   // Predictions touch node blocks; leaf ids also the leaf-id blocks after them.
   const uint64_t first = h.node_first_block;
   const uint64_t count = leaves ? h.block_count - first : h.node_block_count;
@@ -150,6 +144,16 @@ Status PacEngine::Run(const RowMatrix& rows, size_t begin, size_t end, bool marg
     return s;
   }
   counters_.inflight.fetch_add(1, std::memory_order_relaxed);
+  RowMatrix converted;  // float32 rows: the in-flight walk takes float64 ones
+  if (job.rows32) {
+    converted.num_rows = end - begin;
+    converted.num_cols = h.num_features;
+    converted.values.assign(job.rows32 + begin * h.num_features, job.rows32 + end * h.num_features);
+    job.rows = &converted;
+    job.rows32 = nullptr;
+    job.begin = 0;
+    job.end = end - begin;
+  }
   internal::InFlightStats stats;
   Status s = internal::InFlightWalk(*file_, rule_, *source_, options_.max_in_flight, job, &stats);
   counters_.fetched.fetch_add(stats.blocks_fetched, std::memory_order_relaxed);
@@ -185,7 +189,22 @@ const internal::WarmForest* PacEngine::WarmForestFor(const char* image, uint64_t
 
 Status PacEngine::Predict(const RowMatrix& rows, size_t begin, size_t end, bool margin,
                           double* out) const {
-  return Run(rows, begin, end, margin, out, nullptr);
+  internal::WalkJob job;
+  job.rows = &rows;
+  job.begin = begin;
+  job.end = end;
+  job.margin = margin;
+  job.out = out;
+  return Run(job);
+}
+
+Status PacEngine::Predict(const float* rows, size_t n, bool margin, double* out) const {
+  internal::WalkJob job;
+  job.rows32 = rows;
+  job.end = n;
+  job.margin = margin;
+  job.out = out;
+  return Run(job);
 }
 
 Status PacEngine::PredictAll(const RowMatrix& rows, bool margin, int threads,
@@ -205,7 +224,12 @@ Status PacEngine::PredictLeaves(const RowMatrix& rows, int threads,
   const uint64_t T = num_trees();
   out->assign(rows.num_rows * T, 0);
   return ParallelFor(rows.num_rows, threads, 64, [&](size_t b, size_t e) {
-    return Run(rows, b, e, false, nullptr, out->data() + b * T);
+    internal::WalkJob job;
+    job.rows = &rows;
+    job.begin = b;
+    job.end = e;
+    job.leaves = out->data() + b * T;
+    return Run(job);
   });
 }
 

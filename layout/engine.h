@@ -52,8 +52,9 @@
 
 namespace pacset {
 namespace internal {
+struct WalkJob;
 struct WarmForest;
-}
+}  // namespace internal
 
 // Instruction sets of the warm loop (layout/internal/warm_simd.h), narrowest
 // first. Every one gives the same bits.
@@ -136,6 +137,9 @@ class PacEngine {
   // Predictions (or margins) for rows [begin, end) of `rows`, written to
   // out[(r - begin) * num_columns(margin) ...].
   Status Predict(const RowMatrix& rows, size_t begin, size_t end, bool margin, double* out) const;
+  // The same for `n` rows of float32 values, row i at rows + i * num_features()
+  // (a caller's float32 matrix: no float64 copy when the blocks are resident).
+  Status Predict(const float* rows, size_t n, bool margin, double* out) const;
   // The whole matrix with `threads` threads; out is resized.
   Status PredictAll(const RowMatrix& rows, bool margin, int threads,
                     std::vector<double>* out) const;
@@ -158,8 +162,8 @@ class PacEngine {
   // qualify); `walks` is the request's size, counted towards building it.
   const internal::WarmForest* WarmForestFor(const char* image, uint64_t walks,
                                             Status* status) const;
-  Status Run(const RowMatrix& rows, size_t begin, size_t end, bool margin, double* out,
-             int32_t* leaves) const;
+  // Checks the job's width, then walks it warm or in flight.
+  Status Run(internal::WalkJob& job) const;
 
   std::unique_ptr<PacFile> file_;
   std::unique_ptr<BlockSource> source_;

@@ -1,6 +1,7 @@
 #include "layout/matrix_predict.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <type_traits>
@@ -98,21 +99,46 @@ Status ForEachChunk(const MatrixView& x, int threads, Fn fn) {
   });
 }
 
+// Float32 rows in C order, aligned: the engine reads them where they lie
+// (PacEngine::Predict of float32 rows), with no float64 copy.
+bool Float32RowMajor(const MatrixView& x) {
+  return x.float32 && x.col_stride == static_cast<ptrdiff_t>(sizeof(float)) &&
+         x.row_stride == static_cast<ptrdiff_t>(sizeof(float) * x.cols) &&
+         reinterpret_cast<uintptr_t>(x.data) % alignof(float) == 0;
+}
+
 template <typename Out>
 Status PredictInto(const PacEngine& engine, const MatrixView& x, bool margin, int threads,
                    Out* out) {
   PACSET_RETURN_IF_ERROR(CheckWidth(engine, x));
   const size_t cols = engine.num_columns(margin);
-  return ForEachChunk(x, threads, [&](const RowMatrix& chunk, size_t r0, size_t n) -> Status {
+  // Rows [r0, r0 + n) into out, through predict(double* dst).
+  auto into_out = [&](size_t r0, size_t n, const auto& predict) -> Status {
     if constexpr (std::is_same_v<Out, double>) {
-      return engine.Predict(chunk, 0, n, margin, out + r0 * cols);
+      return predict(out + r0 * cols);
     } else {
       thread_local std::vector<double> tmp;
       tmp.resize(n * cols);
-      PACSET_RETURN_IF_ERROR(engine.Predict(chunk, 0, n, margin, tmp.data()));
+      PACSET_RETURN_IF_ERROR(predict(tmp.data()));
       for (size_t i = 0; i < n * cols; ++i) out[r0 * cols + i] = static_cast<Out>(tmp[i]);
       return Status::Ok();
     }
+  };
+  if (Float32RowMajor(x)) {
+    const float* rows = reinterpret_cast<const float*>(x.data);
+    return ParallelFor(x.rows, ResolveThreads(threads), kMinThreadRows,
+                       [&](size_t b, size_t e) -> Status {
+                         for (size_t r0 = b; r0 < e; r0 += kChunkRows) {
+                           const size_t n = std::min(kChunkRows, e - r0);
+                           PACSET_RETURN_IF_ERROR(into_out(r0, n, [&](double* dst) {
+                             return engine.Predict(rows + r0 * x.cols, n, margin, dst);
+                           }));
+                         }
+                         return Status::Ok();
+                       });
+  }
+  return ForEachChunk(x, threads, [&](const RowMatrix& chunk, size_t r0, size_t n) -> Status {
+    return into_out(r0, n, [&](double* dst) { return engine.Predict(chunk, 0, n, margin, dst); });
   });
 }
 

@@ -31,12 +31,16 @@ namespace {
 // the rows these kernels are given. Measured (1 thread, AVX-512 machine,
 // 1,030 trees of depth 12): 64 rows a batch (4 x 16, 8 x 8) 1.2-1.3x faster
 // than 32 or 96, and AVX-512 ~1.3x faster than AVX2; both ~2-3x faster than
-// the scalar lanes.
+// the scalar lanes. A value is gathered from the rows where they lie
+// (row-major, x + row * nf + feature, the row offsets computed once per
+// batch): no transposition pass over the input and no multiply on the
+// chain; measured 10-15% faster than a feature-major copy of the block.
 
 // AVX-512: 16 lanes a vector; each half of 16 nodes by two 8-lane gathers.
 template <int kGroups>
 __attribute__((target("avx512f"), always_inline)) inline void WalkTreeAvx512Pairs(
-    const WarmNode<float>* nodes, int32_t root, const float* x, uint32_t nrows, int32_t* leaf) {
+    const WarmNode<float>* nodes, int32_t root, const float* x, uint32_t nrows, uint32_t nf,
+    int32_t* leaf) {
   const long long* const base = reinterpret_cast<const long long*>(nodes);
   const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   const __m512i evens = _mm512_add_epi32(iota, iota);
@@ -44,10 +48,11 @@ __attribute__((target("avx512f"), always_inline)) inline void WalkTreeAvx512Pair
   const __m512i zero = _mm512_setzero_si512();
   const __m512i vn = _mm512_set1_epi32(static_cast<int32_t>(nrows));
   for (uint32_t r0 = 0; r0 < nrows; r0 += 16 * kGroups) {
-    __m512i row[kGroups], at[kGroups];
+    __m512i row[kGroups], at[kGroups], off[kGroups];
     __mmask16 live[kGroups];
     for (int g = 0; g < kGroups; ++g) {
       row[g] = _mm512_add_epi32(iota, _mm512_set1_epi32(static_cast<int32_t>(r0 + 16 * g)));
+      off[g] = _mm512_mullo_epi32(row[g], _mm512_set1_epi32(static_cast<int32_t>(nf)));
       live[g] = _mm512_cmplt_epi32_mask(row[g], vn);
       at[g] = _mm512_set1_epi32(root);
     }
@@ -67,9 +72,8 @@ __attribute__((target("avx512f"), always_inline)) inline void WalkTreeAvx512Pair
         const __m512i lr_hi = _mm512_mask_i32gather_epi64(zero, ahi, ihi, base + 1, 8);
         const __m512 thr = _mm512_castsi512_ps(_mm512_permutex2var_epi32(tf_lo, evens, tf_hi));
         const __m512i feat = _mm512_permutex2var_epi32(tf_lo, odds, tf_hi);
-        const __m512 v = _mm512_mask_i32gather_ps(
-            _mm512_setzero_ps(), a,
-            _mm512_add_epi32(_mm512_maskz_mullo_epi32(0xFFFF, feat, vn), row[g]), x, 4);
+        const __m512 v =
+            _mm512_mask_i32gather_ps(_mm512_setzero_ps(), a, _mm512_add_epi32(feat, off[g]), x, 4);
         const __mmask16 right = _mm512_mask_cmp_ps_mask(a, v, thr, _CMP_NLE_UQ);
         const __m512i pick = _mm512_mask_mov_epi32(evens, right, odds);
         at[g] = _mm512_mask_mov_epi32(at[g], a, _mm512_permutex2var_epi32(lr_lo, pick, lr_hi));
@@ -93,15 +97,17 @@ __attribute__((target("avx2"), always_inline)) inline __m256i Halves(__m256i lo,
 // AVX2: 8 lanes a vector; each half of 8 nodes by two 4-lane gathers.
 template <int kGroups>
 __attribute__((target("avx2"), always_inline)) inline void WalkTreeAvx2Pairs(
-    const WarmNode<float>* nodes, int32_t root, const float* x, uint32_t nrows, int32_t* leaf) {
+    const WarmNode<float>* nodes, int32_t root, const float* x, uint32_t nrows, uint32_t nf,
+    int32_t* leaf) {
   const long long* const base = reinterpret_cast<const long long*>(nodes);
   const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   const __m256i zero = _mm256_setzero_si256();
   const __m256i vn = _mm256_set1_epi32(static_cast<int32_t>(nrows));
   for (uint32_t r0 = 0; r0 < nrows; r0 += 8 * kGroups) {
-    __m256i row[kGroups], at[kGroups];
+    __m256i row[kGroups], at[kGroups], off[kGroups];
     for (int g = 0; g < kGroups; ++g) {
       row[g] = _mm256_add_epi32(iota, _mm256_set1_epi32(static_cast<int32_t>(r0 + 8 * g)));
+      off[g] = _mm256_mullo_epi32(row[g], _mm256_set1_epi32(static_cast<int32_t>(nf)));
       // A lane past the end starts at an ended "leaf".
       at[g] = _mm256_blendv_epi8(_mm256_set1_epi32(-1), _mm256_set1_epi32(root),
                                  _mm256_cmpgt_epi32(vn, row[g]));
@@ -125,8 +131,7 @@ __attribute__((target("avx2"), always_inline)) inline void WalkTreeAvx2Pairs(
         const __m256 thr = _mm256_castsi256_ps(Halves<false>(tf_lo, tf_hi));
         const __m256i feat = Halves<true>(tf_lo, tf_hi);
         const __m256 v = _mm256_mask_i32gather_ps(
-            _mm256_setzero_ps(), x, _mm256_add_epi32(_mm256_mullo_epi32(feat, vn), row[g]),
-            _mm256_castsi256_ps(a), 4);
+            _mm256_setzero_ps(), x, _mm256_add_epi32(feat, off[g]), _mm256_castsi256_ps(a), 4);
         const __m256 right =
             _mm256_and_ps(_mm256_cmp_ps(v, thr, _CMP_NLE_UQ), _mm256_castsi256_ps(a));
         const __m256i child = _mm256_castps_si256(
@@ -144,79 +149,16 @@ __attribute__((target("avx2"), always_inline)) inline void WalkTreeAvx2Pairs(
   }
 }
 
-// 16 rows at a time: a feature of the 16 rows by two 8-lane gathers,
-// converted (vcvtpd2ps rounds as static_cast<float> does) and stored as one
-// line of x.
-__attribute__((target("avx512f"))) uint32_t TransposeAvx512(const double* rows, size_t n,
-                                                            uint32_t nf, float* x) {
-  const __m256i lo = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
-                                        _mm256_set1_epi32(static_cast<int32_t>(nf)));
-  const __m256i hi = _mm256_add_epi32(lo, _mm256_set1_epi32(static_cast<int32_t>(8 * nf)));
-  const __m512d zero = _mm512_setzero_pd();
-  __mmask8 nan = 0, inexact = 0;
-  for (size_t i0 = 0; i0 < n; i0 += 16) {
-    const size_t left = n - i0;
-    const __mmask16 m = left >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << left) - 1);
-    const __mmask8 mlo = static_cast<__mmask8>(m), mhi = static_cast<__mmask8>(m >> 8);
-    const double* const base = rows + i0 * nf;
-    for (uint32_t f = 0; f < nf; ++f) {
-      const __m512d a = _mm512_mask_i32gather_pd(zero, mlo, lo, base + f, 8);
-      const __m512d b = _mm512_mask_i32gather_pd(zero, mhi, hi, base + f, 8);
-      nan |= _mm512_cmp_pd_mask(a, a, _CMP_UNORD_Q) | _mm512_cmp_pd_mask(b, b, _CMP_UNORD_Q);
-      // (The maskz forms: GCC 12's plain ones warn of an undefined operand.)
-      const __m256 fa = _mm512_maskz_cvtpd_ps(0xFF, a), fb = _mm512_maskz_cvtpd_ps(0xFF, b);
-      // Not float32: the value back in float64 differs (NEQ_UQ: NaN too).
-      inexact |= _mm512_cmp_pd_mask(a, _mm512_maskz_cvtps_pd(0xFF, fa), _CMP_NEQ_UQ) |
-                 _mm512_cmp_pd_mask(b, _mm512_maskz_cvtps_pd(0xFF, fb), _CMP_NEQ_UQ);
-      const __m512d v = _mm512_maskz_insertf64x4(
-          0xFF, _mm512_maskz_insertf64x4(0xFF, zero, _mm256_castps_pd(fa), 0), _mm256_castps_pd(fb),
-          1);
-      _mm512_mask_storeu_ps(x + f * n + i0, m, _mm512_castpd_ps(v));
-    }
-  }
-  return (nan ? kFoundNan : 0) | (inexact ? kFoundNotFloat32 : 0);
-}
-
-// As TransposeAvx512, 8 rows at a time by two 4-lane gathers.
-__attribute__((target("avx2"))) uint32_t TransposeAvx2(const double* rows, size_t n, uint32_t nf,
-                                                       float* x) {
-  const __m128i lo =
-      _mm_mullo_epi32(_mm_setr_epi32(0, 1, 2, 3), _mm_set1_epi32(static_cast<int32_t>(nf)));
-  const __m128i hi = _mm_add_epi32(lo, _mm_set1_epi32(static_cast<int32_t>(4 * nf)));
-  const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  const __m256d zero = _mm256_setzero_pd();
-  __m256d nan = zero, inexact = zero;
-  for (size_t i0 = 0; i0 < n; i0 += 8) {
-    const int32_t left = static_cast<int32_t>(std::min<size_t>(8, n - i0));
-    const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(left), iota);
-    const __m256d mlo = _mm256_castsi256_pd(_mm256_cvtepi32_epi64(_mm256_castsi256_si128(m)));
-    const __m256d mhi = _mm256_castsi256_pd(_mm256_cvtepi32_epi64(_mm256_extracti128_si256(m, 1)));
-    const double* const base = rows + i0 * nf;
-    for (uint32_t f = 0; f < nf; ++f) {
-      const __m256d a = _mm256_mask_i32gather_pd(zero, base + f, lo, mlo, 8);
-      const __m256d b = _mm256_mask_i32gather_pd(zero, base + f, hi, mhi, 8);
-      nan = _mm256_or_pd(
-          nan, _mm256_or_pd(_mm256_cmp_pd(a, a, _CMP_UNORD_Q), _mm256_cmp_pd(b, b, _CMP_UNORD_Q)));
-      const __m128 fa = _mm256_cvtpd_ps(a), fb = _mm256_cvtpd_ps(b);
-      inexact =
-          _mm256_or_pd(inexact, _mm256_or_pd(_mm256_cmp_pd(a, _mm256_cvtps_pd(fa), _CMP_NEQ_UQ),
-                                             _mm256_cmp_pd(b, _mm256_cvtps_pd(fb), _CMP_NEQ_UQ)));
-      _mm256_maskstore_ps(x + f * n + i0, m, _mm256_set_m128(fb, fa));
-    }
-  }
-  return (_mm256_movemask_pd(nan) ? kFoundNan : 0) |
-         (_mm256_movemask_pd(inexact) ? kFoundNotFloat32 : 0);
-}
-
 __attribute__((target("avx512f"))) void WalkTreeAvx512(const WarmNode<float>* nodes, int32_t root,
-                                                       const float* x, uint32_t nrows,
+                                                       const float* x, uint32_t nrows, uint32_t nf,
                                                        int32_t* leaf) {
-  WalkTreeAvx512Pairs<4>(nodes, root, x, nrows, leaf);
+  WalkTreeAvx512Pairs<4>(nodes, root, x, nrows, nf, leaf);
 }
 
 __attribute__((target("avx2"))) void WalkTreeAvx2(const WarmNode<float>* nodes, int32_t root,
-                                                  const float* x, uint32_t nrows, int32_t* leaf) {
-  WalkTreeAvx2Pairs<8>(nodes, root, x, nrows, leaf);
+                                                  const float* x, uint32_t nrows, uint32_t nf,
+                                                  int32_t* leaf) {
+  WalkTreeAvx2Pairs<8>(nodes, root, x, nrows, nf, leaf);
 }
 
 WarmIsa CpuWarmIsa() {
@@ -231,27 +173,6 @@ WarmIsa CpuWarmIsa() {
 WarmIsa CpuWarmIsa() { return WarmIsa::kScalar; }
 
 #endif
-
-// Tiles of kTile x kTile keep both sides' lines in L1.
-uint32_t TransposePortable(const double* rows, size_t n, uint32_t nf, float* x) {
-  constexpr size_t kTile = 16;
-  int inexact = 0;
-  for (size_t i0 = 0; i0 < n; i0 += kTile) {
-    const size_t i1 = std::min(n, i0 + kTile);
-    for (uint32_t f0 = 0; f0 < nf; f0 += kTile) {
-      const uint32_t f1 = std::min<uint32_t>(nf, f0 + kTile);
-      for (size_t i = i0; i < i1; ++i) {
-        const double* row = rows + i * nf;
-        for (uint32_t f = f0; f < f1; ++f) {
-          const float v = static_cast<float>(row[f]);
-          inexact |= !(static_cast<double>(v) == row[f]);  // NaN too
-          x[f * n + i] = v;
-        }
-      }
-    }
-  }
-  return (AnyNan(x, n * nf) ? kFoundNan : 0) | (inexact ? kFoundNotFloat32 : 0);
-}
 
 // PACSET_ISA, read once: the widest the environment allows. Unset, empty or
 // "auto": no cap. Anything else is an error (a typo must not silently run
@@ -292,14 +213,6 @@ Status ResolveWarmIsa(WarmIsa requested, WarmIsa* resolved) {
   if (!env.error.empty()) return Status::InvalidArgument(env.error);
   *resolved = Narrower(cpu, env.isa);
   return Status::Ok();
-}
-
-WarmTransposeFn WarmTransposeFor(WarmIsa isa) {
-#ifdef PACSET_WARM_X86
-  if (isa == WarmIsa::kAvx512) return TransposeAvx512;
-  if (isa == WarmIsa::kAvx2) return TransposeAvx2;
-#endif
-  return TransposePortable;
 }
 
 WarmTreeKernel WarmTreeKernelFor(WarmIsa isa) {

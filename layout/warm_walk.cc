@@ -2,6 +2,7 @@
 // verified (BlockSource::WarmImage), so walks follow references with no
 // residency or verification checks — only the format's safety checks.
 #include <algorithm>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -89,15 +90,15 @@ inline bool WalkWarmBlock(const WarmForest& warm, const WarmNode<Thr>* nodes, co
 }
 
 // The same sums as WalkWarmBlock<float, true>, through `kernel` over the
-// block's rows `x` (feature-major, WarmTransposeFn): for each tree in order,
+// block's rows `x` (row i at x + i * nf, float32): for each tree in order,
 // every row's leaf (many rows at once), then the leaves added row by row —
 // each row still adds its trees in order.
 // When every leaf is an inline value (WarmForest::leaf_values), a leaf adds
 // its value to acc[row * K + its tree's group] directly.
 template <typename Acc, typename AddLeafFn>
 inline bool WalkWarmBlockSimd(const WarmForest& warm, WarmTreeKernel kernel, const float* x,
-                              uint32_t nrows, int32_t* leaf, const TreeRecord* trees, Acc* acc,
-                              uint32_t K, const AddLeafFn& add_leaf, uint64_t* bad_tree) {
+                              uint32_t nrows, uint32_t nf, int32_t* leaf, const TreeRecord* trees,
+                              Acc* acc, uint32_t K, const AddLeafFn& add_leaf, uint64_t* bad_tree) {
   constexpr uint64_t kRefMask = (uint64_t{1} << kWarmLeafKindShift) - 1;
   const float* const values = warm.leaf_values.data();
   const bool add_value = !warm.leaf_values.empty();
@@ -107,7 +108,7 @@ inline bool WalkWarmBlockSimd(const WarmForest& warm, WarmTreeKernel kernel, con
   for (uint32_t t = 0; t < T; ++t) {
     const int32_t root = warm.roots[t];
     if (root >= 0) {
-      kernel(nodes, root, x, nrows, leaf);
+      kernel(nodes, root, x, nrows, nf, leaf);
     } else {
       std::fill(leaf, leaf + nrows, root);
     }
@@ -132,13 +133,12 @@ template <typename NodeT, bool kF32Input, typename Acc, bool kLeaves>
 class WarmLoop {
  public:
   WarmLoop(const PacFile& file, const OutputRule& rule, const char* image, const WarmForest* warm,
-           WarmTreeKernel kernel, WarmTransposeFn transpose, size_t block_rows)
+           WarmTreeKernel kernel, size_t block_rows)
       : file_(file),
         rule_(rule),
         base_(image),
         warm_(warm),
         kernel_(kernel),
-        transpose_(transpose),
         block_rows_(block_rows) {}
 
   // Rows are taken block_rows at a time (BlockRows): with the warm forest
@@ -151,9 +151,11 @@ class WarmLoop {
   static constexpr uint32_t kLanes = 16;
   static constexpr uint32_t kLaneDone = 4;  // not a RefKind: the lane has no rows left
 
-  // leaf: block_rows entries (the SIMD kernel's leaves of one tree).
-  __attribute__((noinline)) WalkFault Run(const WalkJob& job, Acc* acc, float* x32, int32_t* leaf,
-                                          double* margins) const;
+  // leaf: block_rows entries (the SIMD kernel's leaves of one tree); x64:
+  // a block of float64 rows, for float32 rows (job.rows32) through a
+  // float64-input forest when the scalar lanes walk them.
+  __attribute__((noinline)) WalkFault Run(const WalkJob& job, Acc* acc, float* x32, double* x64,
+                                          int32_t* leaf, double* margins) const;
 
  private:
   const PacFile& file_;
@@ -163,7 +165,6 @@ class WarmLoop {
   // Null: the scalar lanes. Else used for blocks of float32 rows without NaN
   // when the warm forest routes plainly (compact nodes only).
   const WarmTreeKernel kernel_;
-  const WarmTransposeFn transpose_;  // with kernel_
   const size_t block_rows_;
 };
 
@@ -174,9 +175,10 @@ class WarmLoop {
 // still hold, so no test for that is needed here.
 template <typename NodeT, bool kF32Input, typename Acc, bool kLeaves>
 WalkFault WarmLoop<NodeT, kF32Input, Acc, kLeaves>::Run(const WalkJob& job, Acc* acc, float* x32,
-                                                        int32_t* leaf, double* margins) const {
+                                                        double* x64, int32_t* leaf,
+                                                        double* margins) const {
   constexpr uint64_t kNodeUnits = sizeof(NodeT) / kUnit;
-  const RowMatrix& rows = *job.rows;
+  const float* const rows32 = job.rows32;
   const PacHeader& h = file_.header();
   const char* const base = base_;
   const uint32_t nf = h.num_features, K = h.num_outputs, w = h.leaf_width;
@@ -195,21 +197,41 @@ WalkFault WarmLoop<NodeT, kF32Input, Acc, kLeaves>::Run(const WalkJob& job, Acc*
   const size_t block_rows = block_rows_;
   for (size_t r0 = job.begin; r0 < job.end; r0 += block_rows) {
     const size_t nrows = std::min(block_rows, job.end - r0);
-    // The SIMD kernels take the block feature-major, as float32
-    // (WarmTransposeFn), which also finds NaN and, for float64 input, values
-    // float32 does not hold: such a block walks the scalar lanes.
+    // The block's rows as float32 (row i at xs + i * nf): the SIMD kernels'
+    // input (whose conversion also finds NaN and, for float64 input, values
+    // float32 does not hold: such a block walks the scalar lanes) and the
+    // float32 scalar lanes'; as float64 (xd) for the float64 scalar lanes.
+    const float* xs = nullptr;
+    const double* xd = nullptr;
     bool simd = false, plain = warm_ && warm_->plain_routing;
     if (kernel_) {
-      const uint32_t found = transpose_(rows.row(r0), nrows, nf, x32);
+      uint32_t found;
+      if (rows32) {
+        xs = rows32 + r0 * nf;
+        found = AnyNan(xs, nrows * nf) ? kFoundNan | kFoundNotFloat32 : 0;
+      } else {
+        found = ToFloat32(job.rows->row(r0), nrows * nf, x32);
+        xs = x32;
+      }
       plain = !(found & kFoundNan);
       simd = kF32Input ? plain : !(found & kFoundNotFloat32);
     }
     if constexpr (kF32Input) {
-      if (!simd) {
-        for (size_t i = 0; i < nrows; ++i) {
-          const double* row = rows.row(r0 + i);
-          for (uint32_t f = 0; f < nf; ++f) x32[i * nf + f] = static_cast<float>(row[f]);
+      if (!xs) {
+        if (rows32) {
+          xs = rows32 + r0 * nf;
+        } else {
+          const double* rows = job.rows->row(r0);
+          for (size_t i = 0; i < nrows * nf; ++i) x32[i] = static_cast<float>(rows[i]);
+          xs = x32;
         }
+      }
+    } else if (!simd) {
+      if (rows32) {
+        for (size_t i = 0; i < nrows * nf; ++i) x64[i] = rows32[r0 * nf + i];
+        xd = x64;
+      } else {
+        xd = job.rows->row(r0);
       }
     }
     if constexpr (!kLeaves)
@@ -217,9 +239,9 @@ WalkFault WarmLoop<NodeT, kF32Input, Acc, kLeaves>::Run(const WalkJob& job, Acc*
     // Rows without NaN route by the threshold alone (warm forest only).
     if (plain && !kernel_) {
       if constexpr (kF32Input) {
-        plain = !AnyNan(x32, nrows * nf);
+        plain = !AnyNan(xs, nrows * nf);
       } else {
-        plain = !AnyNan(rows.row(r0), nrows * nf);
+        plain = !AnyNan(xd, nrows * nf);
       }
     }
     if constexpr (!kLeaves) {
@@ -239,8 +261,8 @@ WalkFault WarmLoop<NodeT, kF32Input, Acc, kLeaves>::Run(const WalkJob& job, Acc*
           uint64_t bad = 0;
           bool ok;
           if (simd) {
-            ok = WalkWarmBlockSimd(*warm_, kernel_, x32, static_cast<uint32_t>(nrows), leaf, trees,
-                                   acc, K, add_leaf, &bad);
+            ok = WalkWarmBlockSimd(*warm_, kernel_, xs, static_cast<uint32_t>(nrows), nf, leaf,
+                                   trees, acc, K, add_leaf, &bad);
             if (job.simd_rows) *job.simd_rows += nrows;
             return ok ? WalkFault{} : WalkFault{WalkFault::kBadLeaf, bad};
           }
@@ -251,9 +273,9 @@ WalkFault WarmLoop<NodeT, kF32Input, Acc, kLeaves>::Run(const WalkJob& job, Acc*
         };
         const auto* x = [&] {
           if constexpr (kF32Input) {
-            return static_cast<const float*>(x32);
+            return xs;
           } else {
-            return rows.row(r0);
+            return xd;
           }
         }();
         WalkFault fault;
@@ -301,8 +323,8 @@ WalkFault WarmLoop<NodeT, kF32Input, Acc, kLeaves>::Run(const WalkJob& job, Acc*
               if (__builtin_expect(r[j] - lo >= span || ++steps[j] > max_steps, 0))
                 return {WalkFault::kLockstep, t};
               const size_t x = row[j];
-              if (__builtin_expect(!step(r[j], k[j], kF32Input ? x32 + x * nf : nullptr,
-                                         kF32Input ? nullptr : rows.row(r0 + x)),
+              if (__builtin_expect(!step(r[j], k[j], kF32Input ? xs + x * nf : nullptr,
+                                         kF32Input ? nullptr : xd + x * nf),
                                    0))
                 return {WalkFault::kLockstep, t};
             } else if (k[j] != kLaneDone) {
@@ -326,14 +348,14 @@ WalkFault WarmLoop<NodeT, kF32Input, Acc, kLeaves>::Run(const WalkJob& job, Acc*
         uint64_t ref = tr.root;
         uint32_t kind = tr.root_kind;
         uint32_t leaf_id = 0, steps = 0;
-        const float* xf = kF32Input ? x32 + i * nf : nullptr;
-        const double* xd = kF32Input ? nullptr : rows.row(r0 + i);
+        const float* xf = kF32Input ? xs + i * nf : nullptr;
+        const double* xr = kF32Input ? nullptr : xd + i * nf;
         while (kind == kNodeKind) {
           if (__builtin_expect(ref - lo >= span || ++steps > max_steps, 0))
             return {WalkFault::kBadReference, t};
           const uint64_t at = ref;
           bool left = false;
-          if (__builtin_expect(!step(ref, kind, xf, xd, &left), 0))
+          if (__builtin_expect(!step(ref, kind, xf, xr, &left), 0))
             return {WalkFault::kBadFeature, t};
           if constexpr (kLeaves) {
             if (kind != kNodeKind) {
@@ -370,21 +392,25 @@ WalkFault WarmLoop<NodeT, kF32Input, Acc, kLeaves>::Run(const WalkJob& job, Acc*
 // (1.6 MB) 1,024 rows ~10% faster than 64; the 256-tree one (0.8 MB) 64 rows
 // ~1.5x faster than 1,024. A block's features stay within kBlockBytes.
 // The SIMD kernels walk one tree over the whole block, 64 rows at a time,
-// its features feature-major: too many rows push the block's features out
-// of L2 and make the transposition's stride long. Measured (1 thread, L2
-// 2 MiB, AVX-512): 1,030 trees of depth 12 (2.4 MB of nodes) 256 rows ~1.15x
-// faster than 1,024 and ~1.05x than 512; 120 such trees (0.3 MB) 256 rows
-// ~1.1x faster than 64; the 682-tree forest the same at 256 and 1,024.
+// reading the rows where they lie (row-major): fewer rows keep the block's
+// features in L1/L2, more share each fetch of a forest far larger than L2.
+// Measured (1 thread, L2 2 MiB, AVX-512, 10,000 float32 rows from Python,
+// two interleaved rounds): 1,030 trees of depth 12 (3 MB warm) 122-130 ms
+// at 128 rows vs 153-161 at 256; 256 depth-8 trees 26-27 vs 28-29 ms; a
+// 200-tree LightGBM model 29-31 ms either way; the 682-tree forest (58 MB)
+// 977-1,070 ms at 128 vs 951-959 at 256.
 size_t BlockRows(const PacHeader& h, size_t node_bytes, size_t rows, bool simd) {
-  constexpr size_t kLargeForestRows = 1024, kSmallForestRows = 64, kSimdRows = 256;
+  constexpr size_t kLargeForestRows = 1024, kSmallForestRows = 64, kSimdRows = 128,
+                   kSimdHugeForestRows = 256, kHugeForestL2s = 16;
   constexpr size_t kBlockBytes = 4 << 20;
   static const uint64_t l2 = [] {
     const long v = sysconf(_SC_LEVEL2_CACHE_SIZE);
     return v > 0 ? static_cast<uint64_t>(v) : uint64_t{1} << 20;
   }();
-  size_t n = simd                             ? kSimdRows
-             : h.num_nodes * node_bytes >= l2 ? kLargeForestRows
-                                              : kSmallForestRows;
+  const uint64_t forest_bytes = h.num_nodes * node_bytes;
+  size_t n = simd ? (forest_bytes >= kHugeForestL2s * l2 ? kSimdHugeForestRows : kSimdRows)
+             : forest_bytes >= l2 ? kLargeForestRows
+                                  : kSmallForestRows;
   n = std::min(n, kBlockBytes / (4 * std::max<size_t>(1, h.num_features)));
   return std::max<size_t>(1, std::min(n, rows));
 }
@@ -407,12 +433,15 @@ Status RunWarm(const PacFile& file, const OutputRule& rule, const char* image,
   std::unique_ptr<Acc[]> acc(new Acc[block_rows * h.num_outputs]);
   std::unique_ptr<float[]> x32(new float[kF32Input || kernel ? block_rows * h.num_features : 1]);
   std::unique_ptr<int32_t[]> leaf(new int32_t[kernel ? block_rows : 1]);
+  std::unique_ptr<double[]> x64(
+      new double[!kF32Input && job.rows32 ? block_rows * h.num_features : 1]);
   std::vector<double> margins(h.num_outputs);
-  const Loop loop(file, rule, image, warm, kernel, WarmTransposeFor(isa), block_rows);
+  const Loop loop(file, rule, image, warm, kernel, block_rows);
   SigbusScope scope(image, file.size(), h.block_size);
   if (sigsetjmp(*scope.env(), 0) != 0) return scope.Error(file.name());
   scope.Arm();
-  const WalkFault fault = loop.Run(job, acc.get(), x32.get(), leaf.get(), margins.data());
+  const WalkFault fault =
+      loop.Run(job, acc.get(), x32.get(), x64.get(), leaf.get(), margins.data());
   scope.Disarm();
   return FaultStatus(file, fault);
 }

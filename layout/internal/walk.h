@@ -126,6 +126,9 @@ Status FaultStatus(const PacFile& file, const WalkFault& fault);
 // ids into `leaves` when it is not null.
 struct WalkJob {
   const RowMatrix* rows = nullptr;
+  // Warm walks only: when set, the rows are these float32 values instead
+  // (row i at rows32 + i * num_features) and `rows` is unused.
+  const float* rows32 = nullptr;
   size_t begin = 0, end = 0;
   bool margin = false;
   double* out = nullptr;      // (end - begin) * columns

@@ -38,27 +38,45 @@ bool AnyNan(const T* v, size_t n) {
   return nan != 0;
 }
 
-// For every row r < nrows of `x`, feature-major (feature f of row r at
-// x[f * nrows + r]): leaf[r] = the child reference (< 0, ~index into
-// WarmForest::leaves) its walk from node `root` (>= 0) ends on. Requires
-// fewer than kWarmSimdMaxNodes nodes and nrows * nf < 2^31 (gather indices
-// are int32).
+// For every row r < nrows of `x` (feature f of row r at x[r * nf + f], the
+// caller's own row-major float32 values where it has them): leaf[r] = the child reference (< 0,
+// ~index into WarmForest::leaves) its walk from node `root` (>= 0) ends on. Requires fewer than
+// kWarmSimdMaxNodes nodes and nrows * nf < 2^31 (gather indices are int32).
 using WarmTreeKernel = void (*)(const WarmNode<float>* nodes, int32_t root, const float* x,
-                                uint32_t nrows, int32_t* leaf);
+                                uint32_t nrows, uint32_t nf, int32_t* leaf);
 
 inline constexpr uint64_t kWarmSimdMaxNodes = uint64_t{1} << 29;
 
-// What a transposition found among the values it converted (bits).
+// What ToFloat32 found among the values it converted (bits).
 inline constexpr uint32_t kFoundNan = 1;
 // A value float32 cannot hold exactly (NaN included): a float64-input forest
 // then needs the float64 compare for that block (see WarmForest::nodes32).
 inline constexpr uint32_t kFoundNotFloat32 = 2;
 
-// Rows [0, n) of `rows` (row i at rows + i * nf) as float32, feature-major
-// (feature f of row i at x[f * n + i]: the layout the kernels take, where
-// rows walking a tree together read the same cache lines near its root);
-// returns kFoundNan | kFoundNotFloat32 bits. Requires n * nf < 2^31.
-using WarmTransposeFn = uint32_t (*)(const double* rows, size_t n, uint32_t nf, float* x);
+// x[i] = (float)v[i] for i < n; returns kFoundNan | kFoundNotFloat32 bits.
+// Counted over 16 values at a time, as AnyNan, so that it vectorizes.
+inline uint32_t ToFloat32(const double* v, size_t n, float* x) {
+  size_t i = 0;
+  int nan = 0, inexact = 0;
+  for (; i + 16 <= n; i += 16) {
+    int a = 0, b = 0;
+    for (int j = 0; j < 16; ++j) {
+      const float f = static_cast<float>(v[i + j]);
+      a += v[i + j] != v[i + j];
+      b += static_cast<double>(f) != v[i + j];  // NaN too
+      x[i + j] = f;
+    }
+    nan |= a;
+    inexact |= b;
+  }
+  for (; i < n; ++i) {
+    const float f = static_cast<float>(v[i]);
+    nan |= v[i] != v[i];
+    inexact |= static_cast<double>(f) != v[i];
+    x[i] = f;
+  }
+  return (nan ? kFoundNan : 0) | (inexact ? kFoundNotFloat32 : 0);
+}
 
 // The instruction set `requested` resolves to on this CPU, in *resolved
 // (never kAuto): kAuto is the widest the CPU has unless the environment
@@ -70,8 +88,5 @@ Status ResolveWarmIsa(WarmIsa requested, WarmIsa* resolved);
 // The kernel of `isa`; nullptr for kScalar (the portable lane loop of
 // layout/warm_walk.cc).
 WarmTreeKernel WarmTreeKernelFor(WarmIsa isa);
-// The transposition for `isa`'s kernel: with gathers for kAvx512 and kAvx2,
-// portable code otherwise. Never null.
-WarmTransposeFn WarmTransposeFor(WarmIsa isa);
 
 }  // namespace pacset::internal
