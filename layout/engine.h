@@ -102,8 +102,9 @@ struct EngineStats {
   uint64_t warm_forest_bytes = 0;
   double warm_forest_build_seconds = 0;
   // What EngineOptions::warm_isa resolved to on this machine (never kAuto),
-  // and the rows its SIMD kernel walked (float32 rows without NaN, through a
-  // warm forest of compact nodes that routes by the threshold alone).
+  // and the rows its SIMD kernel walked (blocks of rows without NaN through a
+  // warm forest that routes by the threshold alone; for a float64-input
+  // forest, blocks whose every value float32 holds).
   WarmIsa warm_isa = WarmIsa::kScalar;
   uint64_t warm_simd_rows = 0;
   // How the block source reads (BlockSource::io_name).

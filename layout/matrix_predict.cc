@@ -17,7 +17,7 @@ namespace {
 // kChunkBytes for any width.
 constexpr size_t kChunkRows = 1024;
 constexpr size_t kChunkBytes = 8 << 20;
-// Fewest rows worth a thread of their own.
+// Fewest rows per request when several threads share the rows.
 constexpr size_t kMinThreadRows = 256;
 
 size_t ChunkRows(size_t cols) {
@@ -80,22 +80,21 @@ Status CheckWidth(const PacEngine& engine, const MatrixView& x) {
 // fn(chunk, r0, n) for consecutive chunks of rows, over `threads` threads.
 template <typename Fn>
 Status ForEachChunk(const MatrixView& x, int threads, Fn fn) {
-  const size_t chunk_rows = ChunkRows(x.cols);
-  return ParallelFor(x.rows, ResolveThreads(threads), kMinThreadRows, [&](size_t b, size_t e) {
-    RowMatrix chunk;
+  const int t = ResolveThreads(threads);
+  const size_t chunk_rows = BalancedChunk(x.rows, t, kMinThreadRows, ChunkRows(x.cols));
+  std::vector<RowMatrix> buffers(t);  // per worker, made on its first chunk
+  return ParallelForChunks(x.rows, t, chunk_rows, [&](size_t worker, size_t r0, size_t e) {
+    RowMatrix& chunk = buffers[worker];
+    const size_t n = e - r0;
     chunk.num_cols = x.cols;
-    chunk.values.resize(std::min(chunk_rows, e - b) * x.cols);
-    for (size_t r0 = b; r0 < e; r0 += chunk_rows) {
-      const size_t n = std::min(chunk_rows, e - r0);
-      chunk.num_rows = n;
-      if (x.float32) {
-        ConvertRows<float>(x, r0, n, chunk.values.data());
-      } else {
-        ConvertRows<double>(x, r0, n, chunk.values.data());
-      }
-      PACSET_RETURN_IF_ERROR(fn(chunk, r0, n));
+    chunk.num_rows = n;
+    if (chunk.values.size() < n * x.cols) chunk.values.resize(chunk_rows * x.cols);
+    if (x.float32) {
+      ConvertRows<float>(x, r0, n, chunk.values.data());
+    } else {
+      ConvertRows<double>(x, r0, n, chunk.values.data());
     }
-    return Status::Ok();
+    return fn(chunk, r0, n);
   });
 }
 
@@ -124,18 +123,19 @@ Status PredictInto(const PacEngine& engine, const MatrixView& x, bool margin, in
       return Status::Ok();
     }
   };
+  const int t = ResolveThreads(threads);
   if (Float32RowMajor(x)) {
+    // Requests taken by the next free thread (ParallelForChunks: a slower
+    // core takes fewer); float32 outputs at most kChunkRows at a time
+    // through tmp, float64 ones straight into out.
     const float* rows = reinterpret_cast<const float*>(x.data);
-    return ParallelFor(x.rows, ResolveThreads(threads), kMinThreadRows,
-                       [&](size_t b, size_t e) -> Status {
-                         for (size_t r0 = b; r0 < e; r0 += kChunkRows) {
-                           const size_t n = std::min(kChunkRows, e - r0);
-                           PACSET_RETURN_IF_ERROR(into_out(r0, n, [&](double* dst) {
-                             return engine.Predict(rows + r0 * x.cols, n, margin, dst);
-                           }));
-                         }
-                         return Status::Ok();
-                       });
+    const size_t most = std::is_same_v<Out, double> ? x.rows : kChunkRows;
+    return ParallelForChunks(x.rows, t, BalancedChunk(x.rows, t, kMinThreadRows, most),
+                             [&](size_t, size_t b, size_t e) -> Status {
+                               return into_out(b, e - b, [&](double* dst) {
+                                 return engine.Predict(rows + b * x.cols, e - b, margin, dst);
+                               });
+                             });
   }
   return ForEachChunk(x, threads, [&](const RowMatrix& chunk, size_t r0, size_t n) -> Status {
     return into_out(r0, n, [&](double* dst) { return engine.Predict(chunk, 0, n, margin, dst); });

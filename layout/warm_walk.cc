@@ -431,7 +431,9 @@ Status RunWarm(const PacFile& file, const OutputRule& rule, const char* image,
   if (uint64_t{block_rows} * h.num_features >= (uint64_t{1} << 31)) kernel = nullptr;
   // Not value-initialised: a one-row request does not clear a large block.
   std::unique_ptr<Acc[]> acc(new Acc[block_rows * h.num_outputs]);
-  std::unique_ptr<float[]> x32(new float[kF32Input || kernel ? block_rows * h.num_features : 1]);
+  // x32: float64 rows converted for the kernels or the float32 lanes.
+  std::unique_ptr<float[]> x32(
+      new float[!job.rows32 && (kF32Input || kernel) ? block_rows * h.num_features : 1]);
   std::unique_ptr<int32_t[]> leaf(new int32_t[kernel ? block_rows : 1]);
   std::unique_ptr<double[]> x64(
       new double[!kF32Input && job.rows32 ? block_rows * h.num_features : 1]);
