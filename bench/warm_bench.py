@@ -66,6 +66,14 @@ def timed_both(fn):
     return time.perf_counter() - t, time.process_time() - c
 
 
+def settle():
+    """Lets the cores go idle before a timed call: after a parallel call,
+    OpenMP runtimes (XGBoost's and LightGBM's libgomp) keep their workers
+    spinning for a while (GOMP_SPINCOUNT), which takes a core from whatever
+    is timed next."""
+    time.sleep(0.2)
+
+
 def spread(ts):
     return f"{benchlib.spread(ts, 1e3)} ms (median [min-max], n={len(ts)})"
 
@@ -209,10 +217,12 @@ def run_case(args, label, pac, lib, check):
             assert np.array_equal(got, args.lgbm_ref.predict(args.X, n_threads=1))
         t_ours, t_lib, c_ours, c_lib = [], [], [], []
         for _ in range(args.rounds):  # interleaved
+            settle()
             w, c = timed_both(ours)
             t_ours.append(w)
             c_ours.append(c)
             if lib is not None:
+                settle()
                 w, c = timed_both(lambda: lib(threads))
                 t_lib.append(w)
                 c_lib.append(c)
