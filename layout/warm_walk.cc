@@ -162,8 +162,9 @@ class WarmLoop {
   const OutputRule& rule_;
   const char* const base_;
   const WarmForest* const warm_;  // may be null: walk the mapping with checks
-  // Null: the scalar lanes. Else used for blocks of float32 rows without NaN
-  // when the warm forest routes plainly (compact nodes only).
+  // Null: the scalar lanes. Else used, on WarmForest::nodes32, for blocks of
+  // rows without NaN (for float64 input: of values float32 holds) when the
+  // warm forest routes plainly.
   const WarmTreeKernel kernel_;
   const size_t block_rows_;
 };

@@ -7,12 +7,27 @@
 #include <chrono>
 #include <mutex>
 #include <set>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
 namespace pacset {
 namespace {
+
+// Sorts `chunks` and checks that they cover [0, n) once, in order, each at
+// most `most` items long.
+void ExpectContiguousCover(std::vector<std::pair<size_t, size_t>>& chunks, size_t n, size_t most,
+                           const std::string& what) {
+  std::sort(chunks.begin(), chunks.end());
+  size_t at = 0;
+  for (auto [b, e] : chunks) {
+    EXPECT_EQ(b, at) << what;
+    EXPECT_LE(e - b, most) << what;
+    at = e;
+  }
+  EXPECT_EQ(at, n) << what;
+}
 
 TEST(ParallelFor, CoversEveryItemOnceInAtMostNOver64ContiguousChunks) {
   for (size_t n : {0, 1, 63, 64, 65, 1000}) {
@@ -24,13 +39,7 @@ TEST(ParallelFor, CoversEveryItemOnceInAtMostNOver64ContiguousChunks) {
                     chunks.emplace_back(b, e);
                     return Status::Ok();
                   }).ok());
-      std::sort(chunks.begin(), chunks.end());
-      size_t at = 0;
-      for (auto [b, e] : chunks) {
-        EXPECT_EQ(b, at) << n << " " << threads;
-        at = e;
-      }
-      EXPECT_EQ(at, n);
+      ExpectContiguousCover(chunks, n, n, std::to_string(n) + " " + std::to_string(threads));
       EXPECT_LE(chunks.size(), static_cast<size_t>(threads));
       EXPECT_LE(chunks.size(), std::max<size_t>(1, n / 64));
     }
@@ -65,14 +74,7 @@ TEST(ParallelForChunks, CoversEveryItemOnceInChunksWithWorkersBelowTheThreadCoun
                     workers.insert(w);
                     return Status::Ok();
                   }).ok());
-      std::sort(chunks.begin(), chunks.end());
-      size_t at = 0;
-      for (auto [b, e] : chunks) {
-        EXPECT_EQ(b, at) << n << " " << threads;
-        EXPECT_LE(e - b, 100u);
-        at = e;
-      }
-      EXPECT_EQ(at, n);
+      ExpectContiguousCover(chunks, n, 100, std::to_string(n) + " " + std::to_string(threads));
       EXPECT_EQ(chunks.size(), (n + 99) / 100);
       for (size_t w : workers) EXPECT_LT(w, static_cast<size_t>(threads));
     }

@@ -5,13 +5,14 @@
 // only the scalar loop exists).
 //
 // A kernel routes by `x <= threshold` alone on float32 values and
-// WarmForest::nodes32: the caller uses it only for blocks of rows without NaN
-// through a forest with no LightGBM zero-as-missing node
+// WarmForest::nodes32: the caller uses it only for blocks of rows without
+// NaN through a forest with no LightGBM zero-as-missing node
 // (WarmForest::plain_routing), where that is what GoesLeft gives
 // (model/routing.h), and, for a float64-input forest, only for blocks whose
-// every value float32 holds exactly (then x <= t iff x <= nodes32's t). It returns, per row, the
-// leaf its walk ends on; the caller adds the leaves tree by tree, so every row still adds its trees
-// in order and sums keep their bits.
+// every value float32 holds exactly (then x <= t iff x <= nodes32's t). It
+// returns, per row, the leaf its walk ends on; the caller adds the leaves
+// tree by tree, so every row still adds its trees in order and sums keep
+// their bits.
 #pragma once
 
 #include <cstddef>
@@ -38,10 +39,11 @@ bool AnyNan(const T* v, size_t n) {
   return nan != 0;
 }
 
-// For every row r < nrows of `x` (feature f of row r at x[r * nf + f], the
-// caller's own row-major float32 values where it has them): leaf[r] = the child reference (< 0,
-// ~index into WarmForest::leaves) its walk from node `root` (>= 0) ends on. Requires fewer than
-// kWarmSimdMaxNodes nodes and nrows * nf < 2^31 (gather indices are int32).
+// For every row r < nrows of `x` (feature f of row r at x[r * nf + f]: the
+// caller's own row-major float32 values where it has them): leaf[r] = the
+// child reference (< 0, ~index into WarmForest::leaves) its walk from node
+// `root` (>= 0) ends on. Requires fewer than kWarmSimdMaxNodes nodes and
+// nrows * nf < 2^31 (gather indices are int32).
 using WarmTreeKernel = void (*)(const WarmNode<float>* nodes, int32_t root, const float* x,
                                 uint32_t nrows, uint32_t nf, int32_t* leaf);
 
