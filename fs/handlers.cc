@@ -24,13 +24,6 @@ namespace {
 constexpr double kEntryTimeout = 1.0;  // generations change; the refresher also notifies
 constexpr double kAttrTimeout = 3600;  // a forest inode is one immutable generation
 
-// The text of .pacsetfs/stats, generated at open. Shared: a read replies
-// from it while the kernel may already let the reader close the file, and
-// the release may free the handle before that reply's writev returns.
-struct StatsHandle {
-  std::shared_ptr<const std::string> text;
-};
-
 PacsetFs* FsOf(fuse_req_t req) { return static_cast<PacsetFs*>(fuse_req_userdata(req)); }
 
 }  // namespace
@@ -143,11 +136,22 @@ void PacsetFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   const int acc = fi->flags & O_ACCMODE;
   if (ino == kStatsIno) {
     if (acc != O_RDONLY) return (void)fuse_reply_err(req, EACCES);
-    auto h = std::make_unique<StatsHandle>(
-        StatsHandle{std::make_shared<const std::string>(StatsJson())});
-    fi->fh = reinterpret_cast<uint64_t>(h.get());
-    fi->direct_io = 1;                               // size unknown in advance
-    if (fuse_reply_open(req, fi) == 0) h.release();  // freed by Release
+    // The text is generated once per open, so that reads at any offset see
+    // one snapshot. Shared: a read replies from it while the kernel may
+    // already let the reader close the file, and the release may drop the
+    // handle before that reply's writev returns.
+    auto text = std::make_shared<const std::string>(StatsJson());
+    {
+      MutexLock lock(&stats_mu_);
+      fi->fh = ++next_stats_fh_;
+      stats_texts_.emplace(fi->fh, std::move(text));
+    }
+    fi->direct_io = 1;  // size unknown in advance
+    if (fuse_reply_open(req, fi) != 0) {
+      // The open was interrupted: the kernel will never send its release.
+      MutexLock lock(&stats_mu_);
+      stats_texts_.erase(fi->fh);
+    }
     return;
   }
   if (ino == kControlIno) {
@@ -195,15 +199,25 @@ void PacsetFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   if (first_open && opts_.prefetch_bins) notifier_->PrefetchBins(f);
 }
 
+std::shared_ptr<const std::string> PacsetFs::StatsText(uint64_t fh) {
+  MutexLock lock(&stats_mu_);
+  auto it = stats_texts_.find(fh);
+  return it == stats_texts_.end() ? nullptr : it->second;
+}
+
 void PacsetFs::Release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  if (ino == kStatsIno) delete reinterpret_cast<StatsHandle*>(fi->fh);
+  if (ino == kStatsIno) {
+    MutexLock lock(&stats_mu_);
+    stats_texts_.erase(fi->fh);
+  }
   if (ino >= kFirstForestIno) table_->Release(ino);
   fuse_reply_err(req, 0);
 }
 
 void PacsetFs::Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
   if (ino == kStatsIno) {
-    const std::shared_ptr<const std::string> text = reinterpret_cast<StatsHandle*>(fi->fh)->text;
+    const std::shared_ptr<const std::string> text = StatsText(fi->fh);
+    if (!text) return (void)fuse_reply_err(req, EBADF);
     if (static_cast<size_t>(off) >= text->size()) return (void)fuse_reply_buf(req, nullptr, 0);
     return (void)fuse_reply_buf(req, text->data() + off,
                                 std::min(size, text->size() - static_cast<size_t>(off)));

@@ -16,6 +16,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <unordered_map>
 
 #include "fs/block_cache.h"
 #include "fs/control.h"
@@ -76,6 +77,9 @@ class PacsetFs {
   bool MayControl(fuse_req_t req) const;
   void FillAttr(fuse_ino_t ino, const ForestInode* f, struct stat* st) const;
   void RefreshLoop() EXCLUDES(refresh_mu_);
+  // The stats text an open of the stats file saw, by its file handle; null
+  // for a handle that is not open.
+  std::shared_ptr<const std::string> StatsText(uint64_t fh) EXCLUDES(stats_mu_);
 
   const MountOptions opts_;
   timespec mount_time_{};
@@ -93,6 +97,14 @@ class PacsetFs {
   CondVar refresh_cv_;
   bool stop_ GUARDED_BY(refresh_mu_) = false;
   std::thread refresher_;
+
+  // Open handles of the stats file: the text generated at open, shared with
+  // replies in flight. Owned here, not by the handle, because the kernel
+  // need not send every release before an unmount ends the session.
+  Mutex stats_mu_;
+  uint64_t next_stats_fh_ GUARDED_BY(stats_mu_) = 0;
+  std::unordered_map<uint64_t, std::shared_ptr<const std::string>> stats_texts_
+      GUARDED_BY(stats_mu_);
 };
 
 }  // namespace fs_internal
