@@ -39,6 +39,26 @@ class BlockFetcher {
   // block; the request should then give up. Never waits forever on a local
   // file; a networked source bounds the wait by its timeout.
   virtual Status Wait(std::vector<uint64_t>* arrived) = 0;
+  // Starts the fetches made since the last Wait now instead of at the next
+  // Wait, so that they run while the caller works on what arrived.
+  virtual void Flush() {}
+  // The bytes of block `b` when it arrived at the last Wait and this fetcher
+  // kept them (verified, as Ready's): a walk uses a block it just read without
+  // touching the source's memory (on a mapped file each first touch of a
+  // block is a page fault, several microseconds on a virtual machine). Valid
+  // until the next Wait; nullptr otherwise, and always for a fetcher that
+  // keeps nothing. Called where Ready is (no objects with destructors).
+  virtual const char* Arrived(uint64_t b) {
+    (void)b;
+    return nullptr;
+  }
+  // True when this fetcher knows that block `b` is not in memory (from a
+  // look it took during this request), so that the caller fetches it
+  // without asking Ready; false when it does not know. Called where Ready is.
+  virtual bool Missing(uint64_t b) {
+    (void)b;
+    return false;
+  }
 };
 
 // Thread-safety: every method may be called from many threads at once.

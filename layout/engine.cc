@@ -10,8 +10,9 @@
 namespace pacset {
 namespace {
 
-// Notes every block a walk asks for (TouchedBlocks); the blocks come from
-// the engine's own source. Ready stays plain: one bit per block.
+// Notes every block a walk asks for (TouchedBlocks), of the source or of its
+// fetchers' copies; the blocks come from the engine's own source. Ready stays plain: one bit per
+// block.
 class RecordingSource final : public BlockSource {
  public:
   explicit RecordingSource(BlockSource& inner)
@@ -22,7 +23,9 @@ class RecordingSource final : public BlockSource {
     seen_[b / 64] |= uint64_t{1} << (b % 64);
     return inner_.Ready(b);
   }
-  std::unique_ptr<BlockFetcher> NewFetcher() override { return inner_.NewFetcher(); }
+  std::unique_ptr<BlockFetcher> NewFetcher() override {
+    return std::make_unique<Fetcher>(this, inner_.NewFetcher());
+  }
   const char* WarmImage(uint64_t, uint64_t, uint64_t, bool) override { return nullptr; }
 
   void Blocks(std::vector<uint64_t>* out) const {
@@ -33,6 +36,26 @@ class RecordingSource final : public BlockSource {
   }
 
  private:
+  // Notes the blocks walks read from the fetcher's copies too.
+  class Fetcher final : public BlockFetcher {
+   public:
+    Fetcher(RecordingSource* source, std::unique_ptr<BlockFetcher> inner)
+        : source_(source), inner_(std::move(inner)) {}
+    void Fetch(uint64_t b) override { inner_->Fetch(b); }
+    Status Wait(std::vector<uint64_t>* arrived) override { return inner_->Wait(arrived); }
+    void Flush() override { inner_->Flush(); }
+    bool Missing(uint64_t b) override { return inner_->Missing(b); }
+    const char* Arrived(uint64_t b) override {
+      const char* p = inner_->Arrived(b);
+      if (p) source_->seen_[b / 64] |= uint64_t{1} << (b % 64);
+      return p;
+    }
+
+   private:
+    RecordingSource* source_;
+    std::unique_ptr<BlockFetcher> inner_;
+  };
+
   BlockSource& inner_;
   std::vector<uint64_t> seen_;
 };

@@ -6,7 +6,10 @@
 //   1. advance every active walk until it ends or parks (a plain loop over
 //      block bytes, guarded against SIGBUS: layout/internal/sigbus.h);
 //   2. start fetches for newly needed blocks, oldest first, up to the bound;
-//   3. wait for arrivals; the walks parked on them become active; repeat.
+//   3. wait for arrivals; start fetches in the places they freed (before
+//      walking on, so the reads overlap the walks); the walks parked on
+//      them become active, reading the fetcher's copies of the blocks
+//      (BlockFetcher::Arrived) where it keeps them; repeat.
 // Leaf values are summed per row in tree order once every walk has ended,
 // so the sums are bit-identical to the warm loop's whatever order blocks
 // arrive in. Leaf records are copied while their block is Ready (a source
@@ -126,7 +129,8 @@ WalkFault Scheduler<NodeT, kF32Input, Acc, kLeaves>::Advance(const RowMatrix& ro
           parked[(*nparked)++] = id;
           return false;
         }
-        blk = source_.Ready(b);
+        blk = fetcher_->Arrived(b);
+        if (!blk && !fetcher_->Missing(b)) blk = source_.Ready(b);
         if (!blk) {
           // Marked now, so the other walks that need it park without asking
           // the source again (a mincore call each, on a mapped file).
@@ -211,6 +215,12 @@ Status Scheduler<NodeT, kF32Input, Acc, kLeaves>::RunChunk(const WalkJob& job, s
   std::vector<uint64_t> queue;  // needed, not yet fetched (oldest first)
   size_t queue_head = 0, in_flight = 0;
   std::vector<uint64_t> arrived;
+  auto top_up = [&] {
+    for (; in_flight < max_in_flight_ && queue_head < queue.size(); ++queue_head, ++in_flight) {
+      fetcher_->Fetch(queue[queue_head]);
+      if (stats_) ++stats_->blocks_fetched;
+    }
+  };
   for (;;) {
     size_t nparked = 0;
     WalkFault fault;
@@ -228,15 +238,16 @@ Status Scheduler<NodeT, kF32Input, Acc, kLeaves>::RunChunk(const WalkJob& job, s
       }
       list.push_back(parked[k]);
     }
-    for (; in_flight < max_in_flight_ && queue_head < queue.size(); ++queue_head, ++in_flight) {
-      fetcher_->Fetch(queue[queue_head]);
-      if (stats_) ++stats_->blocks_fetched;
-    }
+    top_up();
     if (in_flight == 0) break;
     arrived.clear();
     PACSET_RETURN_IF_ERROR(fetcher_->Wait(&arrived));
     if (stats_) ++stats_->waits;
     in_flight -= std::min(in_flight, arrived.size());
+    // The freed places take blocks already needed, and their reads start
+    // before the walks go on: the disk works while the walks do.
+    top_up();
+    fetcher_->Flush();
     active.clear();
     for (uint64_t b : arrived) {
       pending_[b >> 6] &= ~(uint64_t{1} << (b & 63));

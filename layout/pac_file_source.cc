@@ -12,7 +12,12 @@
 // private buffers: each block's own error (EIO on a mount becomes a Status,
 // not a SIGBUS), and a block is verified before the mapping is touched.
 // Reads go through the page cache, so the mapping sees the block after
-// them. The thread pool stays for files on FUSE (see OnFuse), for kernels
+// them; the walks that waited for a block read the fetcher's copy of it
+// instead (BlockFetcher::Arrived), and whether a block is in memory is
+// asked once per 4 MiB window per request (ResidencySnapshot), not per
+// block: on this VM a page fault costs 4-7 us and a system call 1-2 us,
+// which for a cold row's ~1,000 blocks took longer than its reads. The
+// thread pool stays for files on FUSE (see OnFuse), for kernels
 // that refuse io_uring (seccomp filters in containers) and as an option.
 #include <liburing.h>
 #include <sys/mman.h>
@@ -28,6 +33,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <utility>
 
 #include "layout/block_source.h"
@@ -37,33 +43,124 @@
 namespace pacset {
 namespace {
 
-// Results of one fetcher's reads. Shared with the I/O threads, so a fetcher
-// can go away while its reads are still running.
+// Copies of the blocks that arrived at a fetcher's last Wait
+// (BlockFetcher::Arrived): a walk reads a block it just fetched from here,
+// not through the mapping, whose first touch of each page is a page fault.
+class ArrivedBlocks {
+ public:
+  explicit ArrivedBlocks(uint32_t block_size) : bs_(block_size) {}
+  void Clear() {
+    index_.clear();
+    bytes_.clear();
+  }
+  void Add(uint64_t b, const char* block) {
+    index_.emplace_back(b, index_.size());
+    bytes_.insert(bytes_.end(), block, block + bs_);
+  }
+  // After the last Add of a Wait; Find is valid from then on.
+  void Seal() { std::sort(index_.begin(), index_.end()); }
+  const char* Find(uint64_t b) const {
+    auto it = std::lower_bound(index_.begin(), index_.end(), std::pair<uint64_t, uint64_t>{b, 0});
+    return it != index_.end() && it->first == b ? bytes_.data() + it->second * bs_ : nullptr;
+  }
+
+ private:
+  const uint32_t bs_;
+  std::vector<std::pair<uint64_t, uint64_t>> index_;  // (block, position in bytes_)
+  std::vector<char> bytes_;
+};
+
+// Which blocks of a mapped file were in the page cache when a request first
+// asked about their part of the file: one mincore call per window of
+// kResidencyWindowBytes instead of one per block (a system call costs ~1-2
+// us on this project's VM; a cold row asks about ~1,000 blocks). A request's
+// own snapshot: a block read since by anyone is at worst fetched again (a
+// read from the page cache), and one evicted since is read through the
+// mapping as before (a page fault, guarded against SIGBUS).
+constexpr uint64_t kResidencyWindowBytes = 4 << 20;
+
+class ResidencySnapshot {
+ public:
+  ResidencySnapshot(const char* base, uint64_t file_size, uint32_t block_size, uint64_t page)
+      : base_(base),
+        size_(file_size),
+        bs_(block_size),
+        page_(page),
+        window_blocks_(std::max<uint64_t>(1, kResidencyWindowBytes / block_size)) {}
+
+  // True when block b was not wholly resident at the snapshot of its window.
+  bool Missing(uint64_t b) {
+    const uint64_t w = b / window_blocks_, i = b % window_blocks_;
+    auto it = windows_.find(w);
+    if (it == windows_.end()) it = windows_.emplace(w, Take(w)).first;
+    return !((it->second[i / 64] >> (i % 64)) & 1);
+  }
+
+ private:
+  // Bit i: block w * window_blocks_ + i was resident (all its pages). A
+  // failed mincore leaves the blocks unknown, reported as resident (Ready
+  // then asks about each itself).
+  std::vector<uint64_t> Take(uint64_t w) const {
+    std::vector<uint64_t> bits((window_blocks_ + 63) / 64, 0);
+    const uint64_t b0 = w * window_blocks_;
+    const uint64_t first = b0 * bs_ / page_ * page_;
+    const uint64_t end = std::min(size_, (b0 + window_blocks_) * bs_);
+    if (end <= b0 * bs_) return bits;
+    std::vector<unsigned char> vec((end - first + page_ - 1) / page_);
+    const bool known =
+        mincore(const_cast<char*>(base_) + first, vec.size() * page_, vec.data()) == 0;
+    for (uint64_t i = 0; i < window_blocks_ && (b0 + i) * bs_ < end; ++i) {
+      const uint64_t lo = ((b0 + i) * bs_ - first) / page_;
+      const uint64_t hi = (std::min(end, (b0 + i + 1) * bs_) - 1 - first) / page_;
+      bool resident = true;
+      for (uint64_t q = lo; q <= hi && resident && known; ++q) resident = vec[q] & 1;
+      if (resident) bits[i / 64] |= uint64_t{1} << (i % 64);
+    }
+    return bits;
+  }
+
+  const char* const base_;
+  const uint64_t size_;
+  const uint32_t bs_;
+  const uint64_t page_;
+  const uint64_t window_blocks_;
+  std::unordered_map<uint64_t, std::vector<uint64_t>> windows_;
+};
+
+// Results of one fetcher's reads, with the bytes of each block read.
+// Shared with the I/O threads, so a fetcher can go away while its reads are
+// still running.
 class Completions {
  public:
-  void Done(uint64_t block, Status s) {
+  explicit Completions(uint32_t block_size) : bs_(block_size) {}
+  void Done(uint64_t block, Status s, const char* bytes) {
     std::lock_guard<std::mutex> lock(mu_);
     if (s.ok()) {
       arrived_.push_back(block);
+      bytes_.insert(bytes_.end(), bytes, bytes + bs_);
     } else if (error_.ok()) {
       error_ = std::move(s);
     }
     cv_.notify_one();
   }
 
-  Status Wait(std::vector<uint64_t>* out) {
+  Status Wait(std::vector<uint64_t>* out, ArrivedBlocks* keep) {
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait(lock, [&] { return !arrived_.empty() || !error_.ok(); });
     if (!error_.ok()) return error_;
+    for (size_t i = 0; i < arrived_.size(); ++i) keep->Add(arrived_[i], bytes_.data() + i * bs_);
     out->insert(out->end(), arrived_.begin(), arrived_.end());
     arrived_.clear();
+    bytes_.clear();
     return Status::Ok();
   }
 
  private:
+  const uint32_t bs_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<uint64_t> arrived_;
+  std::vector<char> bytes_;  // block i of arrived_ at i * bs_
   Status error_;
 };
 
@@ -229,22 +326,31 @@ class PacFileSource final : public BlockSource {
   class Fetcher final : public BlockFetcher {
    public:
     explicit Fetcher(PacFileSource* source)
-        : source_(source), done_(std::make_shared<Completions>()) {}
+        : source_(source),
+          done_(std::make_shared<Completions>(source->bs_)),
+          arrived_(source->bs_),
+          snapshot_(source->Snapshot()) {}
     void Fetch(uint64_t b) override {
       ++outstanding_;
       source_->Submit(b, done_);
     }
     Status Wait(std::vector<uint64_t>* arrived) override {
+      arrived_.Clear();
       if (outstanding_ == 0) return Status::Internal("waiting for blocks with no fetch started");
       const size_t had = arrived->size();
-      PACSET_RETURN_IF_ERROR(done_->Wait(arrived));
+      PACSET_RETURN_IF_ERROR(done_->Wait(arrived, &arrived_));
+      arrived_.Seal();
       outstanding_ -= arrived->size() - had;
       return Status::Ok();
     }
+    const char* Arrived(uint64_t b) override { return arrived_.Find(b); }
+    bool Missing(uint64_t b) override { return source_->Missing(b, &snapshot_); }
 
    private:
     PacFileSource* source_;
     std::shared_ptr<Completions> done_;
+    ArrivedBlocks arrived_;
+    ResidencySnapshot snapshot_;
     uint64_t outstanding_ = 0;
   };
 
@@ -253,7 +359,8 @@ class PacFileSource final : public BlockSource {
   // finished; reads beyond the ring's depth wait in `backlog_`.
   class UringFetcher final : public BlockFetcher {
    public:
-    explicit UringFetcher(PacFileSource* source) : source_(source) {}
+    explicit UringFetcher(PacFileSource* source)
+        : source_(source), arrived_(source->bs_), snapshot_(source->Snapshot()) {}
     ~UringFetcher() override {
       if (ring_) source_->GiveBackRing(std::move(ring_));
     }
@@ -272,8 +379,16 @@ class PacFileSource final : public BlockSource {
         ring_->Queue(source_->file_.fd(), b, b * source_->bs_);
       }
     }
+    void Flush() override {
+      if (ring_ && ring_->queued() > 0) ring_->Submit(/*wait=*/false);  // errors: at Wait
+    }
+    const char* Arrived(uint64_t b) override {
+      return threads_ ? threads_->Arrived(b) : arrived_.Find(b);
+    }
+    bool Missing(uint64_t b) override { return source_->Missing(b, &snapshot_); }
     Status Wait(std::vector<uint64_t>* arrived) override {
       if (threads_) return threads_->Wait(arrived);
+      arrived_.Clear();
       if (outstanding_ == 0) return Status::Internal("waiting for blocks with no fetch started");
       const size_t had = arrived->size();
       Status first_error;
@@ -288,6 +403,7 @@ class PacFileSource final : public BlockSource {
           --outstanding_;
           if (s.ok()) {
             arrived->push_back(b);
+            arrived_.Add(b, buf);
           } else if (first_error.ok()) {
             first_error = std::move(s);
           }
@@ -300,11 +416,14 @@ class PacFileSource final : public BlockSource {
         }
         ring_->Submit(/*wait=*/false);
       }
+      arrived_.Seal();
       return first_error;
     }
 
    private:
     PacFileSource* source_;
+    ArrivedBlocks arrived_;
+    ResidencySnapshot snapshot_;
     std::unique_ptr<Ring> ring_;
     std::unique_ptr<BlockFetcher> threads_;  // when no ring could be had
     std::deque<uint64_t> backlog_;
@@ -348,6 +467,13 @@ class PacFileSource final : public BlockSource {
     return s;
   }
 
+  ResidencySnapshot Snapshot() const { return ResidencySnapshot(base_, file_.size(), bs_, page_); }
+  // For a fetcher: block b is neither Ready nor was it resident at the
+  // fetcher's snapshot of its part of the mapped file.
+  bool Missing(uint64_t b, ResidencySnapshot* snapshot) const {
+    return mapped_ && !IsReady(b) && snapshot->Missing(b);
+  }
+
   bool IsReady(uint64_t b) const {
     return (ready_[b / 64].load(std::memory_order_acquire) >> (b % 64)) & 1;
   }
@@ -379,7 +505,7 @@ class PacFileSource final : public BlockSource {
 
   // Reads and verifies one block; the result goes to `done`.
   void ReadOne(uint64_t b, char* buf, Completions* done) {
-    done->Done(b, Finish(b, /*res=*/-1, buf));
+    done->Done(b, Finish(b, /*res=*/-1, buf), buf);
   }
 
   void Submit(uint64_t b, const std::shared_ptr<Completions>& done) {

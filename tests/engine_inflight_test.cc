@@ -613,6 +613,110 @@ TEST(InFlight, IoUringAndThreadReadsOfAColdFileGiveTheSameBits) {
   }
 }
 
+// KiB of `path`'s mappings in this process that are in its page tables
+// (/proc/self/smaps Rss): the pages walks touched through the mapping.
+uint64_t MappedResidentKiB(const std::string& path) {
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  bool in_file = false;
+  uint64_t kib = 0;
+  while (std::getline(smaps, line)) {
+    // A mapping's first line has its address range, then the path (if any).
+    const bool header = line.find('-') < line.find(' ') && line.find(':') > line.find(' ');
+    if (header)
+      in_file = line.size() >= path.size() &&
+                line.compare(line.size() - path.size(), path.size(), path) == 0;
+    if (in_file && line.rfind("Rss:", 0) == 0) kib += std::stoull(line.substr(4));
+  }
+  return kib;
+}
+
+// The blocks a cold request read reach its walks as the fetcher's copies:
+// they are not touched through the mapping (a page fault each), whichever
+// way they were read. Only a block a walk reaches after the wait that
+// brought it (walks of another tree) is read through the mapping.
+TEST(InFlight, AColdRequestWalksTheBlocksItReadWithoutMappingThem) {
+  RandomForestSpec spec;
+  spec.trees = 60;
+  spec.max_depth = 14;
+  spec.split_probability = 0.85;
+  spec.seed = 29;
+  const Forest f = MakeRandomForest(spec);
+  const RowMatrix rows = MakeAdversarialRows(f, 4, 4);
+  const Outputs want = Reference(f, rows);
+  PackOptions o;
+  o.block_size = 4096;
+  const TempFile file(PackToBytes(f, o));
+  for (BlockIo io : {BlockIo::kThreads, BlockIo::kUring}) {
+    const std::string what = io == BlockIo::kThreads ? "threads" : "io_uring";
+    file.DropPages();
+    EngineOptions eo;
+    eo.block_io = io;
+    eo.sequential_reads = false;
+    auto engine = PacEngine::Open(file.path(), eo);
+    ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+    if (io == BlockIo::kUring && std::string((*engine)->stats().block_io) != "io_uring")
+      GTEST_SKIP() << "this kernel refuses io_uring";
+    const uint64_t before = MappedResidentKiB(file.path());
+    std::vector<double> one(f.num_prediction_columns());
+    ASSERT_TRUE((*engine)->Predict(rows, 0, 1, false, one.data()).ok()) << what;
+    EXPECT_EQ(0, std::memcmp(one.data(), want.pred.data(), one.size() * 8)) << what;
+    const uint64_t fetched = (*engine)->stats().blocks_fetched;
+    const uint64_t mapped_pages = (MappedResidentKiB(file.path()) - before) / 4;
+    ASSERT_GT(fetched, 20u) << what;
+    EXPECT_LT(mapped_pages, fetched / 2)
+        << what << ": " << fetched << " blocks read, " << mapped_pages << " pages mapped";
+  }
+}
+
+// A file partly in the page cache: a request fetches exactly the blocks it
+// needs that are not there (found by one look per window of the file) and
+// walks the others in place, with the reference's bits.
+TEST(InFlight, APartlyResidentFileFetchesExactlyTheMissingBlocksARowNeeds) {
+  RandomForestSpec spec;
+  spec.trees = 60;
+  spec.max_depth = 14;
+  spec.split_probability = 0.85;
+  spec.seed = 31;
+  const Forest f = MakeRandomForest(spec);
+  const RowMatrix rows = MakeAdversarialRows(f, 4, 4);
+  const Outputs want = Reference(f, rows);
+  PackOptions o;
+  o.block_size = 4096;
+  const TempFile file(PackToBytes(f, o));
+  std::vector<uint64_t> touched;
+  {
+    auto engine = PacEngine::Open(file.path());
+    ASSERT_TRUE(engine.ok());
+    ASSERT_TRUE((*engine)->TouchedBlocks(rows.row(1), &touched).ok());
+  }
+  ASSERT_GT(touched.size(), 20u);
+  for (BlockIo io : {BlockIo::kThreads, BlockIo::kUring}) {
+    const std::string what = io == BlockIo::kThreads ? "threads" : "io_uring";
+    file.DropPages();
+    // Every third block the row needs is read back (no read-ahead: only it).
+    const int fd = open(file.path().c_str(), O_RDONLY);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM), 0);
+    std::string buf(4096, '\0');
+    uint64_t resident = 0;
+    for (size_t i = 0; i < touched.size(); i += 3, ++resident)
+      ASSERT_EQ(pread(fd, buf.data(), buf.size(), static_cast<off_t>(touched[i] * 4096)), 4096);
+    close(fd);
+    EngineOptions eo;
+    eo.block_io = io;
+    eo.sequential_reads = false;
+    auto engine = PacEngine::Open(file.path(), eo);
+    ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+    if (io == BlockIo::kUring && std::string((*engine)->stats().block_io) != "io_uring")
+      GTEST_SKIP() << "this kernel refuses io_uring";
+    std::vector<double> one(f.num_prediction_columns());
+    ASSERT_TRUE((*engine)->Predict(rows, 1, 2, false, one.data()).ok()) << what;
+    EXPECT_EQ(0, std::memcmp(one.data(), &want.pred[one.size()], one.size() * 8)) << what;
+    EXPECT_EQ((*engine)->stats().blocks_fetched, touched.size() - resident) << what;
+  }
+}
+
 // A request that ends with reads queued or in flight (it failed, or gave
 // up) leaves the source's pooled ring clean: the next request gets exactly
 // the blocks it asked for.
