@@ -50,6 +50,16 @@ def deserialized(client):
     return client.run(count)
 
 
+def carries_forest(task):
+    if isinstance(task, pacset.Forest):
+        return True
+    if isinstance(task, (tuple, list)):
+        return any(carries_forest(t) for t in task)
+    if isinstance(task, dict):
+        return any(carries_forest(t) for t in task.values())
+    return False
+
+
 def test_a_shipped_forest_predicts_a_dask_array_exactly_and_travels_once(client, model, rows):
     import dask.array as da
 
@@ -61,8 +71,14 @@ def test_a_shipped_forest_predicts_a_dask_array_exactly_and_travels_once(client,
     got = y.compute()
     assert got.dtype == np.float32 and np.array_equal(got, model.inplace_predict(rows))
     after = deserialized(client)
-    # Ten chunks over two workers, but each worker received the forest once.
-    assert {w: after[w] - before.get(w, 0) for w in after} == {w: 1 for w in after}
+    # The tasks refer to the forest by its key: none carries the forest.
+    assert not any(carries_forest(task) for task in dict(y.__dask_graph__()).values())
+    # Ten chunks over two workers, but the forest was broadcast: each worker
+    # received it once. Dask's replicate asks a worker to gather again when
+    # it did not see the first gather end (a slow reply under load; seen once
+    # in CI): at most twice, still fewer than the ten tasks.
+    arrivals = {w: after[w] - before.get(w, 0) for w in after}
+    assert all(1 <= n <= 2 for n in arrivals.values()), arrivals
     margin = pacset.dask.predict(forest, X, margin=True).compute()
     assert np.array_equal(margin, model.inplace_predict(rows, predict_type="margin"))
 
