@@ -12,8 +12,9 @@ separate directory); without it only the new engine runs. --fio needs fio
 
 For the forest packed at each block size (packed once into --work):
   * cold: one row, 10 rows, 100 rows (different rows each round), each a fresh
-    `pacset predict` after dropping the page cache; the programs and the CSV
-    are then read back, so only the model is cold. Wall time of the process;
+    `pacset predict` after dropping the page cache; the programs (whole
+    executable and shared libraries) and the CSV are then read back, so only
+    the model is cold. Wall time of the process;
     bytes it read from the disk (getrusage ru_inblock); blocks the new engine
     fetched (its --timing line). Baseline in the same rounds: `cat
     forest.pac > /dev/null`, cold. Outputs of new and old engine compared.
@@ -36,6 +37,7 @@ import json
 import os
 import random
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -79,6 +81,31 @@ def engine_seconds(stderr):
 def fetched(stderr):
     m = re.search(r"(\d+) blocks fetched in (\d+) rounds", stderr)
     return (int(m.group(1)), int(m.group(2))) if m else (None, None)
+
+
+def read_back(*programs):
+    """After dropping the page cache: only the model is cold. The programs
+    and their libraries are read back whole: running `--version` alone leaves
+    most of a program's code on the disk, and the engine's first walk (or a
+    running daemon) then waits for page faults that read it (~4 ms of a cold
+    row's engine time)."""
+    for program in programs:
+        subprocess.run([program, "--version"], capture_output=True)
+        for path in program_files(program):
+            with open(path, "rb") as f:
+                while f.read(1 << 20):
+                    pass
+
+
+def program_files(program):
+    """The program and the shared libraries it loads (ldd), as real paths;
+    a shell-script wrapper's target is not followed."""
+    program = shutil.which(program) or program
+    paths = [os.path.realpath(program)]
+    r = subprocess.run(["ldd", program], capture_output=True, text=True)
+    for m in re.finditer(r"(/\S+) \(0x", r.stdout):
+        paths.append(os.path.realpath(m.group(1)))
+    return paths
 
 
 def write_rows(header, lines, path):
@@ -131,10 +158,6 @@ def main():
             cmd += ["--max-in-flight", str(a.max_in_flight)]
         return cmd
 
-    def prewarm(cmd0):
-        # Only the model is cold: the program, its libraries and the CSVs are read back.
-        subprocess.run([cmd0, "--version"], capture_output=True, check=True)
-
     for bs in ([] if a.mount_only else a.block_sizes.split(",")):
         pac = os.path.join(a.work, f"forest-{bs}.pac")
         if not os.path.exists(pac):
@@ -167,7 +190,7 @@ def main():
                     wall = time.perf_counter() - t
                     res.setdefault(label, []).append((wall, size, None, None, wall))
                     continue
-                prewarm(engines[e])
+                read_back(engines[e])
                 with open(csvs[n]) as f:
                     f.read()
                 wall, nbytes, out, err = run(predict(e, pac, csvs[n]))
@@ -267,14 +290,14 @@ def mount_bench(a, new, header, lines):
             row = {}
             if where == "local":
                 drop_caches()
-                subprocess.run([cmd(pac)[0], "--version"], capture_output=True)
+                read_back(cmd(pac)[0])
                 wall, _, out, err = run(cmd(pac))
             else:
                 # A fresh daemon: no block cache and no RocksDB cache survive.
                 uri, daemon = mounts[where]
                 with Mount(daemon, uri, os.path.join(a.work, "mnt-" + where.replace(" ", "-"))) as m:
                     drop_caches()
-                    subprocess.run([cmd(pac)[0], "--version"], capture_output=True)
+                    read_back(cmd(pac)[0], daemon)
                     pid = m.proc.pid
                     cpu0, io0 = proc_cpu_seconds(pid), proc_read_bytes(pid)
                     wall, _, out, err = run(cmd(os.path.join(m.mp, "forest.pac")))
