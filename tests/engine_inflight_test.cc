@@ -567,21 +567,51 @@ TEST(InFlight, AFileTruncatedAfterOpeningGivesAnIOErrorNamingTheBlock) {
   }
 }
 
+// A 60-tree forest of paths up to 14 deep packed at 4 KiB into a file on
+// disk (more blocks than one ring holds), `n` adversarial rows and the
+// in-memory predictor's outputs for them.
+struct ColdForest {
+  static Forest Make(uint32_t seed) {
+    RandomForestSpec spec;
+    spec.trees = 60;
+    spec.max_depth = 14;
+    spec.split_probability = 0.85;
+    spec.seed = seed;
+    return MakeRandomForest(spec);
+  }
+  static std::string Pack(const Forest& f) {
+    PackOptions o;
+    o.block_size = 4096;
+    return PackToBytes(f, o);
+  }
+  ColdForest(uint32_t seed, size_t n)
+      : forest(Make(seed)),
+        rows(MakeAdversarialRows(forest, n, 4)),
+        want(Reference(forest, rows)),
+        file(Pack(forest)) {}
+  // An engine that fetches every block it needs through `io` (never the
+  // node region in one sequential read).
+  StatusOr<std::unique_ptr<PacEngine>> OpenForFetches(BlockIo io) const {
+    EngineOptions eo;
+    eo.block_io = io;
+    eo.sequential_reads = false;
+    return PacEngine::Open(file.path(), eo);
+  }
+  Forest forest;
+  RowMatrix rows;
+  Outputs want;
+  TempFile file;
+};
+
 // Both ways of reading a cold file's blocks (io_uring, a pread thread pool)
 // give the reference's bits, one row at a time and for every row at once,
 // with more blocks to read than one ring holds; --timing names which ran.
 TEST(InFlight, IoUringAndThreadReadsOfAColdFileGiveTheSameBits) {
-  RandomForestSpec spec;
-  spec.trees = 60;
-  spec.max_depth = 14;
-  spec.split_probability = 0.85;
-  spec.seed = 23;
-  const Forest f = MakeRandomForest(spec);
-  const RowMatrix rows = MakeAdversarialRows(f, 40, 4);
-  const Outputs want = Reference(f, rows);
-  PackOptions o;
-  o.block_size = 4096;
-  const TempFile file(PackToBytes(f, o));
+  const ColdForest cold(23, 40);
+  const Forest& f = cold.forest;
+  const RowMatrix& rows = cold.rows;
+  const Outputs& want = cold.want;
+  const TempFile& file = cold.file;
   for (BlockIo io : {BlockIo::kThreads, BlockIo::kUring, BlockIo::kAuto}) {
     for (uint32_t depth : {1u, 4u, 32u}) {
       const std::string what = std::string("io ") + std::to_string(static_cast<int>(io)) +
@@ -636,33 +666,20 @@ uint64_t MappedResidentKiB(const std::string& path) {
 // way they were read. Only a block a walk reaches after the wait that
 // brought it (walks of another tree) is read through the mapping.
 TEST(InFlight, AColdRequestWalksTheBlocksItReadWithoutMappingThem) {
-  RandomForestSpec spec;
-  spec.trees = 60;
-  spec.max_depth = 14;
-  spec.split_probability = 0.85;
-  spec.seed = 29;
-  const Forest f = MakeRandomForest(spec);
-  const RowMatrix rows = MakeAdversarialRows(f, 4, 4);
-  const Outputs want = Reference(f, rows);
-  PackOptions o;
-  o.block_size = 4096;
-  const TempFile file(PackToBytes(f, o));
+  const ColdForest cold(29, 4);
   for (BlockIo io : {BlockIo::kThreads, BlockIo::kUring}) {
     const std::string what = io == BlockIo::kThreads ? "threads" : "io_uring";
-    file.DropPages();
-    EngineOptions eo;
-    eo.block_io = io;
-    eo.sequential_reads = false;
-    auto engine = PacEngine::Open(file.path(), eo);
+    cold.file.DropPages();
+    auto engine = cold.OpenForFetches(io);
     ASSERT_TRUE(engine.ok()) << engine.status().ToString();
     if (io == BlockIo::kUring && std::string((*engine)->stats().block_io) != "io_uring")
       GTEST_SKIP() << "this kernel refuses io_uring";
-    const uint64_t before = MappedResidentKiB(file.path());
-    std::vector<double> one(f.num_prediction_columns());
-    ASSERT_TRUE((*engine)->Predict(rows, 0, 1, false, one.data()).ok()) << what;
-    EXPECT_EQ(0, std::memcmp(one.data(), want.pred.data(), one.size() * 8)) << what;
+    const uint64_t before = MappedResidentKiB(cold.file.path());
+    std::vector<double> one(cold.forest.num_prediction_columns());
+    ASSERT_TRUE((*engine)->Predict(cold.rows, 0, 1, false, one.data()).ok()) << what;
+    EXPECT_EQ(0, std::memcmp(one.data(), cold.want.pred.data(), one.size() * 8)) << what;
     const uint64_t fetched = (*engine)->stats().blocks_fetched;
-    const uint64_t mapped_pages = (MappedResidentKiB(file.path()) - before) / 4;
+    const uint64_t mapped_pages = (MappedResidentKiB(cold.file.path()) - before) / 4;
     ASSERT_GT(fetched, 20u) << what;
     EXPECT_LT(mapped_pages, fetched / 2)
         << what << ": " << fetched << " blocks read, " << mapped_pages << " pages mapped";
@@ -673,29 +690,19 @@ TEST(InFlight, AColdRequestWalksTheBlocksItReadWithoutMappingThem) {
 // needs that are not there (found by one look per window of the file) and
 // walks the others in place, with the reference's bits.
 TEST(InFlight, APartlyResidentFileFetchesExactlyTheMissingBlocksARowNeeds) {
-  RandomForestSpec spec;
-  spec.trees = 60;
-  spec.max_depth = 14;
-  spec.split_probability = 0.85;
-  spec.seed = 31;
-  const Forest f = MakeRandomForest(spec);
-  const RowMatrix rows = MakeAdversarialRows(f, 4, 4);
-  const Outputs want = Reference(f, rows);
-  PackOptions o;
-  o.block_size = 4096;
-  const TempFile file(PackToBytes(f, o));
+  const ColdForest cold(31, 4);
   std::vector<uint64_t> touched;
   {
-    auto engine = PacEngine::Open(file.path());
+    auto engine = PacEngine::Open(cold.file.path());
     ASSERT_TRUE(engine.ok());
-    ASSERT_TRUE((*engine)->TouchedBlocks(rows.row(1), &touched).ok());
+    ASSERT_TRUE((*engine)->TouchedBlocks(cold.rows.row(1), &touched).ok());
   }
   ASSERT_GT(touched.size(), 20u);
   for (BlockIo io : {BlockIo::kThreads, BlockIo::kUring}) {
     const std::string what = io == BlockIo::kThreads ? "threads" : "io_uring";
-    file.DropPages();
+    cold.file.DropPages();
     // Every third block the row needs is read back (no read-ahead: only it).
-    const int fd = open(file.path().c_str(), O_RDONLY);
+    const int fd = open(cold.file.path().c_str(), O_RDONLY);
     ASSERT_GE(fd, 0);
     ASSERT_EQ(posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM), 0);
     std::string buf(4096, '\0');
@@ -703,16 +710,13 @@ TEST(InFlight, APartlyResidentFileFetchesExactlyTheMissingBlocksARowNeeds) {
     for (size_t i = 0; i < touched.size(); i += 3, ++resident)
       ASSERT_EQ(pread(fd, buf.data(), buf.size(), static_cast<off_t>(touched[i] * 4096)), 4096);
     close(fd);
-    EngineOptions eo;
-    eo.block_io = io;
-    eo.sequential_reads = false;
-    auto engine = PacEngine::Open(file.path(), eo);
+    auto engine = cold.OpenForFetches(io);
     ASSERT_TRUE(engine.ok()) << engine.status().ToString();
     if (io == BlockIo::kUring && std::string((*engine)->stats().block_io) != "io_uring")
       GTEST_SKIP() << "this kernel refuses io_uring";
-    std::vector<double> one(f.num_prediction_columns());
-    ASSERT_TRUE((*engine)->Predict(rows, 1, 2, false, one.data()).ok()) << what;
-    EXPECT_EQ(0, std::memcmp(one.data(), &want.pred[one.size()], one.size() * 8)) << what;
+    std::vector<double> one(cold.forest.num_prediction_columns());
+    ASSERT_TRUE((*engine)->Predict(cold.rows, 1, 2, false, one.data()).ok()) << what;
+    EXPECT_EQ(0, std::memcmp(one.data(), &cold.want.pred[one.size()], one.size() * 8)) << what;
     EXPECT_EQ((*engine)->stats().blocks_fetched, touched.size() - resident) << what;
   }
 }
