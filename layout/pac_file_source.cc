@@ -472,6 +472,7 @@ class PacFileSource final : public BlockSource {
       return;
     }
     if (ring->queued() > 0) return;  // could not be sent: not reused
+    ring->arrived().Clear();         // the next request starts with no copies
     std::lock_guard<std::mutex> lock(ring_mu_);
     if (rings_.size() < kPooledRings) rings_.push_back(std::move(ring));
   }
