@@ -346,6 +346,9 @@ Status RocksDbStore::Open() {
   auto check_empty = [&](bool creating_is_fine) -> Status {
     if (PathExists(path_ + "/CURRENT")) return Status::Ok();
     PACSET_ASSIGN_OR_RETURN(std::vector<std::string> names, ListDir(path_));
+    // A writer that was creating the store may have finished (CURRENT, then
+    // its first tables) between the check above and this listing.
+    if (std::find(names.begin(), names.end(), "CURRENT") != names.end()) return Status::Ok();
     if (std::find(names.begin(), names.end(), "catalog") != names.end())
       return Status::InvalidArgument(path_ + " holds a dir store: open it as dir:" + path_);
     bool creating = false;
