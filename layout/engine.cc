@@ -11,8 +11,8 @@ namespace pacset {
 namespace {
 
 // Notes every block a walk asks for (TouchedBlocks), of the source or of its
-// fetchers' copies; the blocks come from the engine's own source. Ready stays plain: one bit per
-// block.
+// fetchers' copies; the blocks come from the engine's own source. Ready
+// stays plain: one bit per block.
 class RecordingSource final : public BlockSource {
  public:
   explicit RecordingSource(BlockSource& inner)
