@@ -100,7 +100,7 @@ void BlockReader::GetMany(const ForestInode& f, const std::vector<uint64_t>& blo
         for (size_t i : which) want.push_back(blocks[i]);
         const auto now = std::chrono::steady_clock::now().time_since_epoch().count();
         if (now >= store_down_until_.load(std::memory_order_relaxed)) {
-          store_->GetMany(f.info, want, out, st);
+          reads_.GetMany(f.info, want, out, st);
         } else {
           st->assign(want.size(), Status::Unavailable("store down"));  // Fetch says so below
         }

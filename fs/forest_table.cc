@@ -81,6 +81,12 @@ std::shared_ptr<ForestInode> ForestTable::Find(fuse_ino_t ino) {
   return it == inodes_.end() ? nullptr : it->second;
 }
 
+std::shared_ptr<ForestInode> ForestTable::FindOpen(fuse_ino_t ino) {
+  MutexLock lock(&mu_);
+  auto it = inodes_.find(ino);
+  return it == inodes_.end() || it->second->opens <= 0 ? nullptr : it->second;
+}
+
 void ForestTable::Forget(fuse_ino_t ino, uint64_t n) {
   std::vector<Unpin> unpins;
   {

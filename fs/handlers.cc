@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "fs/errno.h"
+#include "fs/gather.h"
 #include "fs/internal/filesystem.h"
 #include "fs/internal/log.h"
 #include "trace/trace_format.h"
@@ -55,6 +56,8 @@ void PacsetFs::Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
       e.ino = kStatsIno;
     else if (std::strcmp(name, "control") == 0)
       e.ino = kControlIno;
+    else if (std::strcmp(name, kGatherFileName) == 0)
+      e.ino = kGatherIno;
     else
       return (void)fuse_reply_err(req, ENOENT);
     e.entry_timeout = e.attr_timeout = 3600;
@@ -86,7 +89,8 @@ void PacsetFs::GetAttr(fuse_req_t req, fuse_ino_t ino) {
   if (ino >= kFirstForestIno) {
     f = table_->Find(ino);
     if (!f) return (void)fuse_reply_err(req, ESTALE);
-  } else if (ino != kRootIno && ino != kCtlDirIno && ino != kStatsIno && ino != kControlIno) {
+  } else if (ino != kRootIno && ino != kCtlDirIno && ino != kStatsIno && ino != kControlIno &&
+             ino != kGatherIno) {
     return (void)fuse_reply_err(req, ENOENT);
   }
   FillAttr(ino, f.get(), &st);
@@ -99,6 +103,7 @@ void PacsetFs::ReadDir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off) {
   if (ino == kCtlDirIno) {
     entries.push_back({"stats", kStatsIno});
     entries.push_back({"control", kControlIno});
+    entries.push_back({kGatherFileName, kGatherIno});
   } else {
     entries.push_back({kCtlDirName, kCtlDirIno});
     if (off == 0) table_->RefreshIfOlder(std::chrono::milliseconds(100));
@@ -151,6 +156,20 @@ void PacsetFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
       // The open was interrupted: the kernel will never send its release.
       MutexLock lock(&stats_mu_);
       stats_texts_.erase(fi->fh);
+    }
+    return;
+  }
+  if (ino == kGatherIno) {
+    if (acc != O_RDWR) return (void)fuse_reply_err(req, EACCES);
+    {
+      MutexLock lock(&gather_mu_);
+      fi->fh = ++next_gather_fh_;
+      gathers_.emplace(fi->fh, nullptr);
+    }
+    fi->direct_io = 1;  // each read is the daemon's answer to the handle's request
+    if (fuse_reply_open(req, fi) != 0) {
+      MutexLock lock(&gather_mu_);
+      gathers_.erase(fi->fh);
     }
     return;
   }
@@ -210,6 +229,10 @@ void PacsetFs::Release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     MutexLock lock(&stats_mu_);
     stats_texts_.erase(fi->fh);
   }
+  if (ino == kGatherIno) {
+    MutexLock lock(&gather_mu_);
+    gathers_.erase(fi->fh);
+  }
   if (ino >= kFirstForestIno) table_->Release(ino);
   fuse_reply_err(req, 0);
 }
@@ -222,6 +245,7 @@ void PacsetFs::Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse
     return (void)fuse_reply_buf(req, text->data() + off,
                                 std::min(size, text->size() - static_cast<size_t>(off)));
   }
+  if (ino == kGatherIno) return GatherRead(req, size, off, fi->fh);
   std::shared_ptr<ForestInode> f = table_->Find(ino);
   if (!f) return (void)fuse_reply_err(req, ESTALE);
   const uint64_t file_size = f->info.size_bytes;
@@ -296,7 +320,86 @@ void PacsetFs::Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse
   }
 }
 
-void PacsetFs::Write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size) {
+void PacsetFs::GatherWrite(fuse_req_t req, const char* buf, size_t size, uint64_t fh) {
+  // Malformed requests are not logged: any local user may write here.
+  StatusOr<GatherRequest> r = ParseGatherRequest(buf, size);
+  if (!r.ok()) return (void)fuse_reply_err(req, EINVAL);
+  std::shared_ptr<ForestInode> f = table_->FindOpen(r->inode);
+  if (!f) return (void)fuse_reply_err(req, ESTALE);
+  for (uint64_t b : r->blocks)
+    if (b >= f->info.block_count) return (void)fuse_reply_err(req, EINVAL);
+  auto g = std::make_shared<const Gather>(Gather{std::move(f), std::move(r->blocks)});
+  {
+    MutexLock lock(&gather_mu_);
+    auto it = gathers_.find(fh);
+    if (it == gathers_.end()) return (void)fuse_reply_err(req, EBADF);
+    it->second = std::move(g);
+  }
+  fuse_reply_write(req, size);
+}
+
+void PacsetFs::GatherRead(fuse_req_t req, size_t size, off_t off, uint64_t fh) {
+  std::shared_ptr<const Gather> g;
+  {
+    MutexLock lock(&gather_mu_);
+    auto it = gathers_.find(fh);
+    if (it == gathers_.end()) return (void)fuse_reply_err(req, EBADF);
+    g = it->second;
+  }
+  if (!g) return (void)fuse_reply_err(req, EINVAL);
+  if (off < 0) return (void)fuse_reply_err(req, EINVAL);
+  const ForestInode& f = *g->forest;
+  const uint64_t bs = f.info.block_size, total = g->blocks.size() * bs;
+  if (static_cast<uint64_t>(off) >= total || size == 0)
+    return (void)fuse_reply_buf(req, nullptr, 0);
+  const uint64_t end = std::min<uint64_t>(total, static_cast<uint64_t>(off) + size);
+  const uint64_t first = static_cast<uint64_t>(off) / bs, last = (end - 1) / bs;
+  // Each distinct block once (a request may repeat one), in file order.
+  std::vector<uint64_t> wanted(g->blocks.begin() + first, g->blocks.begin() + last + 1);
+  std::sort(wanted.begin(), wanted.end());
+  wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
+  const uint32_t pid = static_cast<uint32_t>(fuse_req_ctx(req)->pid);
+  f.stats->gathers.fetch_add(1, std::memory_order_relaxed);
+  std::vector<BlockData> data;
+  std::vector<Status> status;
+  std::vector<BlockCache::Source> src;
+  const uint64_t t0 = MonotonicNowNs();
+  reader_->GetMany(f, wanted, wanted.size(), &data, &status, &src);
+  const uint64_t latency = MonotonicNowNs() - t0;
+  std::vector<uint64_t> fresh;  // fetched from the store: pushed into the page cache
+  for (size_t i = 0; i < wanted.size(); ++i) {
+    tracing_.RecordAccess(f, wanted[i], src[i], static_cast<uint32_t>(bs), pid, latency,
+                          status[i].ok());
+    if (!status[i].ok()) {
+      f.stats->errors.fetch_add(1, std::memory_order_relaxed);
+      return (void)fuse_reply_err(req, StatusToErrno(status[i]));
+    }
+    if (src[i] == BlockCache::Source::kStore) fresh.push_back(wanted[i]);
+  }
+  std::vector<iovec> iov;
+  iov.reserve(last - first + 1);
+  for (uint64_t i = first; i <= last; ++i) {
+    const size_t k = static_cast<size_t>(
+        std::lower_bound(wanted.begin(), wanted.end(), g->blocks[i]) - wanted.begin());
+    const uint64_t lo = std::max<uint64_t>(static_cast<uint64_t>(off), i * bs) - i * bs;
+    const uint64_t hi = std::min<uint64_t>(end, (i + 1) * bs) - i * bs;
+    iov.push_back({const_cast<char*>(data[k]->data()) + lo, hi - lo});
+  }
+  f.stats->read_bytes.fetch_add(end - static_cast<uint64_t>(off), std::memory_order_relaxed);
+  fuse_reply_iov(req, iov.data(), static_cast<int>(iov.size()));
+  if (opts_.push_blocks) {
+    for (size_t i = 0; i < fresh.size();) {  // ascending: push runs
+      size_t j = i + 1;
+      while (j < fresh.size() && fresh[j] == fresh[j - 1] + 1) ++j;
+      notifier_->Push(g->forest, fresh[i], j - i);
+      i = j;
+    }
+  }
+}
+
+void PacsetFs::Write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size,
+                     fuse_file_info* fi) {
+  if (ino == kGatherIno) return GatherWrite(req, buf, size, fi->fh);
   if (ino != kControlIno || opts_.read_only) return (void)fuse_reply_err(req, EROFS);
   if (!MayControl(req)) return (void)fuse_reply_err(req, EACCES);
   std::string text(buf, size);
@@ -399,8 +502,8 @@ const fuse_lowlevel_ops& PacsetFs::Ops() {
       Guarded(req, "read", [&] { FsOf(req)->Read(req, ino, size, off, fi); });
     };
     o.write = [](fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_t,
-                 fuse_file_info*) {
-      Guarded(req, "write", [&] { FsOf(req)->Write(req, ino, buf, size); });
+                 fuse_file_info* fi) {
+      Guarded(req, "write", [&] { FsOf(req)->Write(req, ino, buf, size, fi); });
     };
     o.statfs = [](fuse_req_t req, fuse_ino_t) {
       Guarded(req, "statfs", [&] { FsOf(req)->StatFs(req); });

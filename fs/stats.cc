@@ -25,6 +25,7 @@ std::string MountStats::ToJson(const std::string& extra_members_json) const {
         {"opens", r(s->opens)},
         {"reads", r(s->reads)},
         {"read_bytes", r(s->read_bytes)},
+        {"gathers", r(s->gathers)},
         {"blocks_fetched", r(s->blocks_fetched)},
         {"fetched_bytes", r(s->fetched_bytes)},
         {"cache_hits", r(s->cache_hits)},

@@ -41,6 +41,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "fs/gather.h"
 #include "layout/block_source.h"
 #include "layout/pac_file.h"
 #include "util/file_io.h"
@@ -306,6 +307,13 @@ class PacFileSource final : public BlockSource {
         uring_ = true;
       }
     }
+    // A forest file on pacsetfs: whole batches through its gather file.
+    if (mapped_ && io == BlockIo::kAuto && !uring_ && OnFuse(file.fd())) {
+      if (auto channel = GatherChannel::Open(file.name(), file.fd())) {
+        channels_.push_back(std::move(channel));
+        gather_ = true;
+      }
+    }
   }
 
   ~PacFileSource() override {
@@ -331,11 +339,13 @@ class PacFileSource final : public BlockSource {
 
   std::unique_ptr<BlockFetcher> NewFetcher() override {
     if (uring_) return std::make_unique<UringFetcher>(this);
+    if (gather_) return std::make_unique<GatherFetcher>(this);
     return std::make_unique<Fetcher>(this);
   }
 
   const char* io_name() const override {
     if (!mapped_) return "memory";
+    if (gather_) return "gather";
     return uring_ ? "io_uring" : "threads";
   }
 
@@ -448,6 +458,74 @@ class PacFileSource final : public BlockSource {
     std::deque<uint64_t> backlog_;
     uint64_t outstanding_ = 0;
   };
+
+  // Reads through the gather file of a pacsetfs mount (fs/gather.h): Fetch
+  // collects, Wait asks for everything collected in one round trip (a write
+  // and a read of the channel) and verifies each block. When a gather
+  // fails, each of its blocks is read on its own, so the error names the
+  // block that failed.
+  class GatherFetcher final : public BlockFetcher {
+   public:
+    explicit GatherFetcher(PacFileSource* source)
+        : source_(source),
+          arrived_(source->bs_, source->max_threads_),
+          snapshot_(source->Snapshot()) {}
+    ~GatherFetcher() override {
+      if (channel_) source_->GiveBackChannel(std::move(channel_));
+    }
+    void Fetch(uint64_t b) override { pending_.push_back(b); }
+    const char* Arrived(uint64_t b) override { return arrived_.Find(b); }
+    bool Missing(uint64_t b) override { return source_->Missing(b, &snapshot_); }
+    Status Wait(std::vector<uint64_t>* arrived) override {
+      arrived_.Clear();
+      if (pending_.empty()) return Status::Internal("waiting for blocks with no fetch started");
+      const size_t n = std::min<size_t>(pending_.size(), kMaxGatherBlocks);
+      const uint32_t bs = source_->bs_;
+      buf_.resize(n * bs);
+      if (!channel_) channel_ = source_->TakeChannel();
+      const bool gathered = channel_ && channel_->Gather(pending_.data(), n, bs, buf_.data()).ok();
+      Status first_error;
+      for (size_t i = 0; i < n; ++i) {
+        const uint64_t b = pending_[i];
+        Status s = source_->Finish(b, gathered ? static_cast<int>(bs) : -1, buf_.data() + i * bs);
+        if (s.ok()) {
+          arrived->push_back(b);
+          arrived_.Add(b, buf_.data() + i * bs);
+        } else if (first_error.ok()) {
+          first_error = std::move(s);
+        }
+      }
+      pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(n));
+      arrived_.Seal();
+      return first_error;
+    }
+
+   private:
+    PacFileSource* source_;
+    ArrivedBlocks arrived_;
+    ResidencySnapshot snapshot_;
+    std::unique_ptr<GatherChannel> channel_;
+    std::vector<uint64_t> pending_;
+    std::vector<char> buf_;
+  };
+
+  // A gather channel for a request: a pooled one or a new one (null when the
+  // gather file cannot be opened now; the blocks are then read one by one).
+  std::unique_ptr<GatherChannel> TakeChannel() {
+    {
+      std::lock_guard<std::mutex> lock(ring_mu_);
+      if (!channels_.empty()) {
+        auto c = std::move(channels_.back());
+        channels_.pop_back();
+        return c;
+      }
+    }
+    return GatherChannel::Open(file_.name(), file_.fd());
+  }
+  void GiveBackChannel(std::unique_ptr<GatherChannel> c) {
+    std::lock_guard<std::mutex> lock(ring_mu_);
+    if (channels_.size() < kPooledRings) channels_.push_back(std::move(c));
+  }
 
   // A ring for a request: a pooled one, or a new one (null if the kernel
   // refuses it now).
@@ -588,6 +666,10 @@ class PacFileSource final : public BlockSource {
   bool uring_ = false;
   std::mutex ring_mu_;
   std::vector<std::unique_ptr<Ring>> rings_;  // guarded by ring_mu_
+  // The gather file (a pacsetfs mount): gather_ when fetchers use it, and
+  // the channels kept for the next requests.
+  bool gather_ = false;
+  std::vector<std::unique_ptr<GatherChannel>> channels_;  // guarded by ring_mu_
 
   std::mutex mu_;  // guards the I/O queue and threads
   std::condition_variable cv_;

@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "fs/gather.h"
 #include "fs/internal/filesystem.h"
 #include "store/fault_injection_store.h"
 #include "testkit/store_test_util.h"
@@ -134,8 +135,9 @@ class FakeKernel {
     in.flags = static_cast<uint32_t>(flags);
     return Send(FUSE_OPEN, ino, &in, sizeof(in), uid);
   }
-  uint64_t Write(uint64_t ino, const std::string& data, uint32_t uid = 0) {
+  uint64_t Write(uint64_t ino, const std::string& data, uint32_t uid = 0, uint64_t fh = 0) {
     fuse_write_in in{};
+    in.fh = fh;
     in.size = static_cast<uint32_t>(data.size());
     return Send(FUSE_WRITE, ino, &in, sizeof(in), uid, data);
   }
@@ -194,6 +196,7 @@ class FakeKernel {
 };
 
 using fs_internal::kControlIno;
+using fs_internal::kGatherIno;
 using fs_internal::kStatsIno;
 
 struct Fixture {
@@ -307,6 +310,62 @@ TEST(FsHandlers, AStatsHandleIsReadUntilItsReleaseAndFreedWithTheFilesystem) {
   EXPECT_EQ(t.kernel->ReplyTo(t.kernel->Read(kStatsIno, fh2, 0, 1 << 20)).payload.substr(0, 1),
             "{");
   // fh2 is never released: the Fixture ends the session with it open.
+}
+
+// The gather file (fs/gather.h): a write names blocks of an open forest, a
+// read returns them in request order, byte-identical to the store's blocks.
+TEST(FsHandlers, TheGatherFileReturnsTheBlocksOfARequestInItsOrder) {
+  Fixture t;
+  const uint32_t other = 12345;  // any user may gather: mode 0666, like reading the forests
+  const uint64_t ino = FakeKernel::EntryIno(t.kernel->ReplyTo(t.kernel->Lookup("f.pac")));
+  const uint64_t gathered = 3;
+  EXPECT_EQ(t.kernel->ReplyTo(t.kernel->Open(kGatherIno, O_RDONLY, other)).error, -EACCES);
+  const Reply open = t.kernel->ReplyTo(t.kernel->Open(kGatherIno, O_RDWR, other));
+  ASSERT_EQ(open.error, 0);
+  const uint64_t fh = FakeKernel::OpenFh(open);
+  auto write = [&](const std::string& req) {
+    return t.kernel->ReplyTo(t.kernel->Write(kGatherIno, req, other, fh)).error;
+  };
+  auto request = [](uint64_t inode, std::vector<uint64_t> blocks) {
+    return EncodeGatherRequest(inode, blocks.data(), blocks.size());
+  };
+  EXPECT_EQ(t.kernel->ReplyTo(t.kernel->Read(kGatherIno, fh, 0, 4096)).error, -EINVAL)
+      << "a read before any request";
+  EXPECT_EQ(write(request(ino, {0, 1})), -ESTALE) << "the forest is not open";
+  ASSERT_EQ(t.kernel->ReplyTo(t.kernel->Open(ino, O_RDONLY)).error, 0);
+  std::string bad = request(ino, {0, 1});
+  EXPECT_EQ(write(bad.substr(0, bad.size() - 1)), -EINVAL) << "a size that is not the count's";
+  bad[0] ^= 1;
+  EXPECT_EQ(write(bad), -EINVAL) << "a bad magic";
+  EXPECT_EQ(write(request(ino, {0, 4})), -EINVAL) << "block 4 of a 4-block forest";
+  EXPECT_EQ(write(request(ino + 100, {0})), -ESTALE) << "not a forest inode";
+  EXPECT_EQ(write(std::string(kGatherHeaderBytes, '\0')), -EINVAL);
+  ASSERT_EQ(write(request(ino, {gathered, 0, gathered, 1})), 0);
+
+  // The oracle: the blocks as the store itself returns them.
+  const ForestInfo info = t.store->Lookup("f").value();
+  std::string want;
+  for (uint64_t b : {gathered, uint64_t{0}, gathered, uint64_t{1}}) {
+    std::string block;
+    ASSERT_TRUE(t.store->Get(info, b, &block).ok());
+    want += block;
+  }
+  const Reply all = t.kernel->ReplyTo(t.kernel->Read(kGatherIno, fh, 0, 1 << 20));
+  ASSERT_EQ(all.error, 0);
+  EXPECT_TRUE(all.payload == want) << "the four blocks in request order";
+  const Reply part = t.kernel->ReplyTo(t.kernel->Read(kGatherIno, fh, 4096 + 100, 5000));
+  ASSERT_EQ(part.error, 0);
+  EXPECT_TRUE(part.payload == want.substr(4096 + 100, 5000)) << "a read inside the answer";
+  EXPECT_EQ(t.kernel->ReplyTo(t.kernel->Read(kGatherIno, fh, 4 * 4096, 4096)).payload, "");
+
+  // A block the store cannot give fails the read, never returns other bytes.
+  t.store->CorruptBlock(2);
+  ASSERT_EQ(write(request(ino, {0, 2})), 0);
+  EXPECT_EQ(t.kernel->ReplyTo(t.kernel->Read(kGatherIno, fh, 0, 8192)).error, -EIO);
+  t.store->ClearFaults();
+
+  EXPECT_EQ(t.kernel->ReplyTo(t.kernel->Release(kGatherIno, fh)).error, 0);
+  EXPECT_EQ(t.kernel->ReplyTo(t.kernel->Read(kGatherIno, fh, 0, 4096)).error, -EBADF);
 }
 
 TEST(FsHandlers, AReadOnlyMountRefusesTheControlFile) {

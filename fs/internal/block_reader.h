@@ -18,6 +18,7 @@
 #include "fs/block_cache.h"
 #include "fs/internal/inodes.h"
 #include "store/block_store.h"
+#include "store/parallel_reads.h"
 #include "util/status.h"
 
 namespace pacset {
@@ -30,13 +31,14 @@ class BlockReader {
       : store_(store),
         cache_(cache),
         store_name_(std::move(store_name)),
-        store_timeout_ms_(store_timeout_ms) {}
+        store_timeout_ms_(store_timeout_ms),
+        reads_(store) {}
 
   // Block `block` of `f`, counted in f's stats by where it came from.
   StatusOr<BlockData> Get(const ForestInode& f, uint64_t block, BlockCache::Source* src);
-  // Blocks `blocks` of `f` like Get, those not cached fetched with one store
-  // call (BlockStore::GetMany). Of the first `needed` blocks, one that fails
-  // in the batch is fetched again on its own, with Get's retries, deadline
+  // Blocks `blocks` of `f` like Get, those not cached fetched together
+  // (BlockStore::GetMany, split into parts read at once: ParallelReads). Of the first `needed`
+  // blocks, one that fails in the batch is fetched again on its own, with Get's retries, deadline
   // and log line, and fails alone; the rest are read ahead, best effort (a
   // failure is not retried, so it never holds up the blocks that are needed,
   // and not cached, so the next access tries again). One entry per block in
@@ -58,6 +60,7 @@ class BlockReader {
   const std::string store_name_;
   const int store_timeout_ms_;
   std::atomic<int64_t> store_down_until_{0};  // steady_clock ticks
+  ParallelReads reads_;  // a batch's store calls, several at once for dir and rocksdb
 };
 
 }  // namespace fs_internal

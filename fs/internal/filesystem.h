@@ -62,7 +62,7 @@ class PacsetFs {
   void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
   void Release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
   void Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi);
-  void Write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size);
+  void Write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, fuse_file_info* fi);
   void StatFs(fuse_req_t req);
 
   // ---- the control file (fs/daemon_control.cc) ----
@@ -80,6 +80,10 @@ class PacsetFs {
   // The stats text an open of the stats file saw, by its file handle; null
   // for a handle that is not open.
   std::shared_ptr<const std::string> StatsText(uint64_t fh) EXCLUDES(stats_mu_);
+  // The gather file (fs/gather.h): a write sets the handle's request, a read
+  // returns its blocks.
+  void GatherWrite(fuse_req_t req, const char* buf, size_t size, uint64_t fh) EXCLUDES(gather_mu_);
+  void GatherRead(fuse_req_t req, size_t size, off_t off, uint64_t fh) EXCLUDES(gather_mu_);
 
   const MountOptions opts_;
   timespec mount_time_{};
@@ -105,6 +109,16 @@ class PacsetFs {
   uint64_t next_stats_fh_ GUARDED_BY(stats_mu_) = 0;
   std::unordered_map<uint64_t, std::shared_ptr<const std::string>> stats_texts_
       GUARDED_BY(stats_mu_);
+
+  // Open handles of the gather file and the request each holds (null until
+  // its first write); owned here for the same reason.
+  struct Gather {
+    std::shared_ptr<ForestInode> forest;
+    std::vector<uint64_t> blocks;
+  };
+  Mutex gather_mu_;
+  uint64_t next_gather_fh_ GUARDED_BY(gather_mu_) = 0;
+  std::unordered_map<uint64_t, std::shared_ptr<const Gather>> gathers_ GUARDED_BY(gather_mu_);
 };
 
 }  // namespace fs_internal

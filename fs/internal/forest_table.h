@@ -61,6 +61,8 @@ class ForestTable {
   // null if NAME is not in the catalog.
   std::shared_ptr<ForestInode> Lookup(const std::string& name) EXCLUDES(mu_);
   std::shared_ptr<ForestInode> Find(fuse_ino_t ino) EXCLUDES(mu_);
+  // Find, for an inode that has open handles (so its generation is pinned).
+  std::shared_ptr<ForestInode> FindOpen(fuse_ino_t ino) EXCLUDES(mu_);
   // The kernel forgot `n` lookups of `ino`.
   void Forget(fuse_ino_t ino, uint64_t n) EXCLUDES(mu_);
 

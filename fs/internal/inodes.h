@@ -1,6 +1,7 @@
 // The inodes of a pacsetfs mount and what a forest inode carries.
 //
-//   1 root, 2 .pacsetfs/, 3 .pacsetfs/stats, 4 .pacsetfs/control, and one
+//   1 root, 2 .pacsetfs/, 3 .pacsetfs/stats, 4 .pacsetfs/control, 5
+//   .pacsetfs/gather (fs/gather.h), and one
 //   inode per (forest, generation) from 16 up.
 #pragma once
 
@@ -21,6 +22,7 @@ constexpr fuse_ino_t kRootIno = FUSE_ROOT_ID;  // 1
 constexpr fuse_ino_t kCtlDirIno = 2;
 constexpr fuse_ino_t kStatsIno = 3;
 constexpr fuse_ino_t kControlIno = 4;
+constexpr fuse_ino_t kGatherIno = 5;
 constexpr fuse_ino_t kFirstForestIno = 16;
 constexpr const char* kCtlDirName = ".pacsetfs";
 

@@ -62,21 +62,13 @@ StoreBlockSource::StoreBlockSource(BlockStore* store, ForestInfo forest, uint64_
       forest_(std::move(forest)),
       bs_(forest_.block_size),
       capacity_(cache_bytes),
-      parallelism_(std::max<uint32_t>(1, store->read_parallelism())),
+      reads_(store),
       top_size_((forest_.block_count + kLeafBlocks - 1) / kLeafBlocks) {
   top_.reset(new std::atomic<Leaf*>[top_size_]);
   for (uint64_t i = 0; i < top_size_; ++i) top_[i].store(nullptr, std::memory_order_relaxed);
 }
 
 StoreBlockSource::~StoreBlockSource() {
-  std::vector<std::thread> pool;
-  {
-    MutexLock lock(&pool_mu_);
-    stop_ = true;
-    pool.swap(pool_);
-  }
-  pool_cv_.SignalAll();
-  for (auto& t : pool) t.join();
   for (auto& leaf : leaves_)
     for (auto& d : leaf->data) delete d.load();
   for (const Retired& r : retired_) delete r.bytes;
@@ -227,63 +219,11 @@ uint64_t StoreBlockSource::cached_bytes() const {
 }
 
 Status StoreBlockSource::Read(const std::vector<uint64_t>& blocks, std::vector<std::string>* out) {
-  const size_t parts = std::min<size_t>(parallelism_, blocks.size());
-  counters_.multigets.fetch_add(std::max<size_t>(1, parts), std::memory_order_relaxed);
+  counters_.multigets.fetch_add(std::max<size_t>(1, reads_.Parts(blocks.size())),
+                                std::memory_order_relaxed);
   counters_.blocks.fetch_add(blocks.size(), std::memory_order_relaxed);
   counters_.bytes.fetch_add(blocks.size() * uint64_t{bs_}, std::memory_order_relaxed);
-  if (parts <= 1) return store_->MultiGet(forest_, blocks, out);
-  // Sorted runs: neighbouring blocks go to the same read (file order).
-  std::vector<size_t> order(blocks.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return blocks[a] < blocks[b]; });
-  const size_t per = (blocks.size() + parts - 1) / parts;
-  std::vector<std::vector<uint64_t>> ask(parts);
-  std::vector<std::vector<std::string>> got(parts);
-  std::vector<Status> status(parts);
-  for (size_t i = 0; i < order.size(); ++i) ask[i / per].push_back(blocks[order[i]]);
-  RunParallel(parts, [&](size_t p) {
-    if (!ask[p].empty()) status[p] = store_->MultiGet(forest_, ask[p], &got[p]);
-  });
-  for (const Status& s : status) PACSET_RETURN_IF_ERROR(s);
-  out->assign(blocks.size(), std::string());
-  for (size_t i = 0; i < order.size(); ++i) (*out)[order[i]] = std::move(got[i / per][i % per]);
-  return Status::Ok();
-}
-
-void StoreBlockSource::RunParallel(size_t n, const std::function<void(size_t)>& fn) {
-  Mutex done_mu;
-  CondVar done_cv;
-  size_t left = n - 1;  // guarded by done_mu
-  {
-    MutexLock lock(&pool_mu_);
-    for (size_t i = 1; i < n; ++i) {
-      tasks_.push_back([&, i] {
-        fn(i);
-        MutexLock l(&done_mu);
-        if (--left == 0) done_cv.Signal();
-      });
-    }
-    while (pool_.size() < std::min<size_t>(parallelism_ - 1, tasks_.size()))
-      pool_.emplace_back([this] { PoolThread(); });
-  }
-  pool_cv_.SignalAll();
-  fn(0);
-  MutexLock lock(&done_mu);
-  while (left != 0) done_cv.Wait(&done_mu);
-}
-
-void StoreBlockSource::PoolThread() {
-  pool_mu_.Lock();
-  for (;;) {
-    while (!stop_ && tasks_.empty()) pool_cv_.Wait(&pool_mu_);
-    if (stop_) break;
-    std::function<void()> task = std::move(tasks_.front());
-    tasks_.pop_front();
-    pool_mu_.Unlock();
-    task();
-    pool_mu_.Lock();
-  }
-  pool_mu_.Unlock();
+  return reads_.MultiGet(forest_, blocks, out);
 }
 
 }  // namespace store_internal

@@ -4,8 +4,8 @@
 //
 // Fetching: a request's Fetch calls only collect block numbers; its Wait
 // reads all of them with one MultiGet (one pipelined round trip to redis), split into
-// up to BlockStore::read_parallelism() MultiGets on a small pool of threads
-// for stores whose MultiGet reads one block after another (dir, rocksdb).
+// up to BlockStore::read_parallelism() MultiGets at once for stores whose
+// MultiGet reads one block after another (dir, rocksdb; store/parallel_reads.h).
 // BlockStore verifies every block it returns; a bad block is the store's
 // kCorruption naming forest, generation and block.
 //
@@ -33,6 +33,7 @@
 
 #include "layout/block_source.h"
 #include "store/block_store.h"
+#include "store/parallel_reads.h"
 #include "util/mutex.h"
 #include "util/thread_annotations.h"
 
@@ -94,24 +95,19 @@ class StoreBlockSource final : public BlockSource {
   void Touch(const std::vector<uint64_t>& blocks, std::vector<uint64_t>* missing) EXCLUDES(mu_);
   void EvictLocked() REQUIRES(mu_);
   void FreeRetiredLocked() REQUIRES(mu_);
-  // Runs fn(i) for i in [0, n) on up to n threads of the pool (the caller's
-  // thread included) and waits for all of them.
-  void RunParallel(size_t n, const std::function<void(size_t)>& fn) EXCLUDES(pool_mu_);
-  void PoolThread() EXCLUDES(pool_mu_);
 
   BlockStore* const store_;
   const ForestInfo forest_;
   const uint32_t bs_;
   const uint64_t capacity_;
-  const uint32_t parallelism_;
+  ParallelReads reads_;
   // Two-level block table: top_[b / kLeafBlocks] -> leaf (made on first insert).
   std::unique_ptr<std::atomic<Leaf*>[]> top_;
   const uint64_t top_size_;
   std::atomic<uint64_t> epoch_{1};
   StoreReadCounters counters_;
 
-  // Lock order: mu_ and pool_mu_ are never held together; neither is held
-  // across a store call.
+  // mu_ is never held across a store call.
   mutable Mutex mu_;  // also guards Leaf::keep_until
   std::vector<std::unique_ptr<Leaf>> leaves_ GUARDED_BY(mu_);
   std::vector<std::unique_ptr<Slot>> slots_ GUARDED_BY(mu_);
@@ -120,12 +116,6 @@ class StoreBlockSource final : public BlockSource {
   size_t hand_ GUARDED_BY(mu_) = 0;
   uint64_t bytes_ GUARDED_BY(mu_) = 0;
   std::vector<Retired> retired_ GUARDED_BY(mu_);
-
-  Mutex pool_mu_;
-  CondVar pool_cv_;
-  std::deque<std::function<void()>> tasks_ GUARDED_BY(pool_mu_);
-  std::vector<std::thread> pool_ GUARDED_BY(pool_mu_);
-  bool stop_ GUARDED_BY(pool_mu_) = false;
 };
 
 }  // namespace store_internal

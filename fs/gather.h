@@ -1,0 +1,87 @@
+// The gather file of a pacsetfs mount, MOUNTPOINT/.pacsetfs/gather: many
+// blocks of a forest, anywhere in its file, in one round trip. Its protocol,
+// and the client the engine uses (layout/pac_file_source.cc).
+//
+// Why: a page fault or a pread of a forest file is one FUSE request per
+// block, and on a virtual machine each request costs the daemon one or two
+// thread switches (exits to the hypervisor). A cold row needs ~1,000 blocks
+// scattered over the file, which the engine asks for 32 at a time; through
+// the gather file each such batch is one write and one read.
+//
+// Protocol. Open the file O_RDWR (mode 0666: anyone who reaches the mount may
+// read every forest in it anyway; it works on a read-only mount too). Each
+// open file holds at most one request, set by a write(2) of exactly
+// 16 + 8 * count bytes, all integers little-endian:
+//
+//   offset  size  field
+//   0       4     magic 0x31524750 ("PGR1")
+//   4       4     count: 1 .. kMaxGatherBlocks
+//   8       8     inode: st_ino of NAME.pac of this mount, open (by anyone)
+//   16      8*count  block indexes, each < the forest's block count, in any
+//                 order, repeats allowed
+//
+// Reads of the same open file then return the blocks in request order:
+// block i of the request at offset i * block_size, the reply to a read ends
+// at count * block_size (a read there returns 0 bytes). The file is
+// direct-I/O (no page cache); a request stays until the next write. Each
+// block is verified by the daemon as any read is (a corrupt block is never
+// returned), and the daemon also pushes the blocks it fetched into the page
+// cache of the forest file, so mappings of it see them afterwards.
+//
+// Errors (the errno of the failing call): write EINVAL for a malformed
+// request, ESTALE when the inode is not an open forest of this mount; read
+// EINVAL before any request, EIO when a block cannot be read (the daemon
+// logs forest, generation and block), ESTALE when the forest's inode is gone.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "util/status.h"
+
+namespace pacset {
+
+constexpr const char* kGatherFileName = "gather";  // in MOUNTPOINT/.pacsetfs/
+constexpr uint32_t kGatherMagic = 0x31524750;      // "PGR1"
+constexpr uint32_t kMaxGatherBlocks = 1024;
+constexpr size_t kGatherHeaderBytes = 16;
+
+struct GatherRequest {
+  uint64_t inode = 0;
+  std::vector<uint64_t> blocks;
+};
+
+std::string EncodeGatherRequest(uint64_t inode, const uint64_t* blocks, size_t count);
+// kInvalidArgument naming what is wrong with what one write carried.
+StatusOr<GatherRequest> ParseGatherRequest(const char* data, size_t size);
+
+// A client's open gather file, for one forest file. Not thread-safe: one
+// request at a time (pool them).
+class GatherChannel {
+ public:
+  // The channel for the forest file at `path`, open as `forest_fd`: null
+  // when that file is not on a pacsetfs mount that has a gather file (the
+  // caller reads the file itself). The gather file is opened without
+  // following links and must be on the forest's own mount.
+  static std::unique_ptr<GatherChannel> Open(const std::string& path, int forest_fd);
+  ~GatherChannel();
+  GatherChannel(const GatherChannel&) = delete;
+  GatherChannel& operator=(const GatherChannel&) = delete;
+
+  // Blocks blocks[0 .. count) into out (count * block_size bytes, block i
+  // at i * block_size); count <= kMaxGatherBlocks. kIOError naming the
+  // forest file and the errno on failure.
+  Status Gather(const uint64_t* blocks, size_t count, uint32_t block_size, char* out);
+
+ private:
+  GatherChannel(int fd, uint64_t inode, std::string what)
+      : fd_(fd), inode_(inode), what_(std::move(what)) {}
+  const int fd_;
+  const uint64_t inode_;
+  const std::string what_;  // for errors: the forest file
+};
+
+}  // namespace pacset
