@@ -9,7 +9,8 @@
 // the gather file each such batch is one write and one read.
 //
 // Protocol. Open the file O_RDWR (mode 0666: anyone who reaches the mount may
-// read every forest in it anyway; it works on a read-only mount too). Each
+// read every forest in it anyway; a mount made with -o ro refuses the open,
+// and a client then reads the forest file itself). Each
 // open file holds at most one request, set by a write(2) of exactly
 // 16 + 8 * count bytes, all integers little-endian:
 //

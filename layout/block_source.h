@@ -98,7 +98,8 @@ class BlockSource {
 
 // How a source over a mapped file reads the blocks it fetches.
 enum class BlockIo {
-  kAuto,     // io_uring when the kernel allows it, else kThreads; kThreads on FUSE
+  kAuto,     // io_uring when the kernel allows it, else kThreads; on FUSE the
+             // gather file of a pacsetfs mount (fs/gather.h), else kThreads
   kThreads,  // a pool of threads doing pread
   kUring,    // one io_uring per request (kThreads if the kernel refuses it)
 };

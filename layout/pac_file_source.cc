@@ -21,9 +21,12 @@
 // instead (BlockFetcher::Arrived), and whether a block is in memory is
 // asked once per 4 MiB window per request (ResidencySnapshot), not per
 // block: on this VM a page fault costs 4-7 us and a system call 1-2 us,
-// which for a cold row's ~1,000 blocks took longer than its reads. The
-// thread pool stays for files on FUSE (see OnFuse), for kernels
-// that refuse io_uring (seccomp filters in containers) and as an option.
+// which for a cold row's ~1,000 blocks took longer than its reads. A file
+// on a pacsetfs mount is read through the mount's gather file instead
+// (fs/gather.h): a batch of blocks is one write and one read, where a pread
+// per block is a FUSE request each. The thread pool stays for other files on
+// FUSE (see OnFuse), for kernels that refuse io_uring (seccomp filters in
+// containers) and as an option.
 #include <liburing.h>
 #include <sys/mman.h>
 #include <sys/vfs.h>
