@@ -29,8 +29,7 @@ StatusOr<GatherRequest> ParseGatherRequest(const char* data, size_t size) {
   if (GetField<uint32_t>(data, 0) != kGatherMagic) return bad("bad magic (not PGR1)");
   const uint32_t count = GetField<uint32_t>(data, 4);
   if (count == 0 || count > kMaxGatherBlocks)
-    return bad("count " + std::to_string(count) + " not in 1.." +
-               std::to_string(kMaxGatherBlocks));
+    return bad("count " + std::to_string(count) + " not in 1.." + std::to_string(kMaxGatherBlocks));
   if (size != kGatherHeaderBytes + 8 * uint64_t{count})
     return bad(std::to_string(size) + " bytes for " + std::to_string(count) + " blocks (expected " +
                std::to_string(kGatherHeaderBytes + 8 * uint64_t{count}) + ")");
@@ -61,8 +60,7 @@ std::unique_ptr<GatherChannel> GatherChannel::Open(const std::string& path, int 
 
 GatherChannel::~GatherChannel() { ::close(fd_); }
 
-Status GatherChannel::Gather(const uint64_t* blocks, size_t count, uint32_t block_size,
-                             char* out) {
+Status GatherChannel::Gather(const uint64_t* blocks, size_t count, uint32_t block_size, char* out) {
   if (count == 0) return Status::Ok();
   if (count > kMaxGatherBlocks)
     return Status::InvalidArgument("gather of " + std::to_string(count) + " blocks, more than " +
