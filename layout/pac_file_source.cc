@@ -157,6 +157,22 @@ class Completions {
     cv_.notify_one();
   }
 
+  // Done for blocks[i] with status[i] and bytes at bytes + i * block_size,
+  // under one lock and one wake-up.
+  void DoneMany(const std::vector<uint64_t>& blocks, std::vector<Status>* status,
+                const char* bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      if ((*status)[i].ok()) {
+        arrived_.push_back(blocks[i]);
+        bytes_.insert(bytes_.end(), bytes + i * bs_, bytes + (i + 1) * bs_);
+      } else if (error_.ok()) {
+        error_ = std::move((*status)[i]);
+      }
+    }
+    cv_.notify_one();
+  }
+
   Status Wait(std::vector<uint64_t>* out, ArrivedBlocks* keep) {
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait(lock, [&] { return !arrived_.empty() || !error_.ok(); });
@@ -284,6 +300,12 @@ bool OnFuse(int fd) {
          static_cast<uint64_t>(st.f_type) == 0x65735546;  // FUSE_SUPER_MAGIC
 }
 
+// Blocks per gather (fs/gather.h) that a request sends as soon as it has
+// them, without waiting for its Wait: with more blocks allowed in flight
+// (--max-in-flight 64), two gathers overlap. Measured with bench/cold_bench.py
+// --mount-only (fs/DESIGN.md, "The gather file").
+constexpr size_t kGatherBatch = 32;
+
 // Buffers for one request's reads in flight: at most this many bytes.
 constexpr uint64_t kRingBufferBytes = 64 << 20;
 
@@ -342,7 +364,6 @@ class PacFileSource final : public BlockSource {
 
   std::unique_ptr<BlockFetcher> NewFetcher() override {
     if (uring_) return std::make_unique<UringFetcher>(this);
-    if (gather_) return std::make_unique<GatherFetcher>(this);
     return std::make_unique<Fetcher>(this);
   }
 
@@ -355,6 +376,10 @@ class PacFileSource final : public BlockSource {
   const char* WarmImage(uint64_t first, uint64_t count, uint64_t work, bool read_missing) override;
 
  private:
+  // Reads through the shared thread pool: a pread per block, or, on a
+  // pacsetfs mount, a gather per batch (fs/gather.h): Fetch collects, Flush
+  // (or Wait) hands what was collected to a pool thread as one gather, so a
+  // batch's round trip runs while the caller walks what arrived before.
   class Fetcher final : public BlockFetcher {
    public:
     explicit Fetcher(PacFileSource* source)
@@ -364,11 +389,22 @@ class PacFileSource final : public BlockSource {
           snapshot_(source->Snapshot()) {}
     void Fetch(uint64_t b) override {
       ++outstanding_;
-      source_->Submit(b, done_);
+      if (source_->gather_) {
+        pending_.push_back(b);
+        if (pending_.size() >= kGatherBatch) Flush();
+      } else {
+        source_->Submit({b}, done_);
+      }
+    }
+    void Flush() override {
+      if (pending_.empty()) return;
+      source_->Submit(std::move(pending_), done_);
+      pending_.clear();
     }
     Status Wait(std::vector<uint64_t>* arrived) override {
       arrived_.Clear();
       if (outstanding_ == 0) return Status::Internal("waiting for blocks with no fetch started");
+      Flush();
       const size_t had = arrived->size();
       PACSET_RETURN_IF_ERROR(done_->Wait(arrived, &arrived_));
       arrived_.Seal();
@@ -383,6 +419,7 @@ class PacFileSource final : public BlockSource {
     std::shared_ptr<Completions> done_;
     ArrivedBlocks arrived_;
     ResidencySnapshot snapshot_;
+    std::vector<uint64_t> pending_;  // gather: fetched, not yet handed to the pool
     uint64_t outstanding_ = 0;
   };
 
@@ -460,56 +497,6 @@ class PacFileSource final : public BlockSource {
     std::unique_ptr<BlockFetcher> threads_;  // when no ring could be had
     std::deque<uint64_t> backlog_;
     uint64_t outstanding_ = 0;
-  };
-
-  // Reads through the gather file of a pacsetfs mount (fs/gather.h): Fetch
-  // collects, Wait asks for everything collected in one round trip (a write
-  // and a read of the channel) and verifies each block. When a gather
-  // fails, each of its blocks is read on its own, so the error names the
-  // block that failed.
-  class GatherFetcher final : public BlockFetcher {
-   public:
-    explicit GatherFetcher(PacFileSource* source)
-        : source_(source),
-          arrived_(source->bs_, source->max_threads_),
-          snapshot_(source->Snapshot()) {}
-    ~GatherFetcher() override {
-      if (channel_) source_->GiveBackChannel(std::move(channel_));
-    }
-    void Fetch(uint64_t b) override { pending_.push_back(b); }
-    const char* Arrived(uint64_t b) override { return arrived_.Find(b); }
-    bool Missing(uint64_t b) override { return source_->Missing(b, &snapshot_); }
-    Status Wait(std::vector<uint64_t>* arrived) override {
-      arrived_.Clear();
-      if (pending_.empty()) return Status::Internal("waiting for blocks with no fetch started");
-      const size_t n = std::min<size_t>(pending_.size(), kMaxGatherBlocks);
-      const uint32_t bs = source_->bs_;
-      buf_.resize(n * bs);
-      if (!channel_) channel_ = source_->TakeChannel();
-      const bool gathered = channel_ && channel_->Gather(pending_.data(), n, bs, buf_.data()).ok();
-      Status first_error;
-      for (size_t i = 0; i < n; ++i) {
-        const uint64_t b = pending_[i];
-        Status s = source_->Finish(b, gathered ? static_cast<int>(bs) : -1, buf_.data() + i * bs);
-        if (s.ok()) {
-          arrived->push_back(b);
-          arrived_.Add(b, buf_.data() + i * bs);
-        } else if (first_error.ok()) {
-          first_error = std::move(s);
-        }
-      }
-      pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(n));
-      arrived_.Seal();
-      return first_error;
-    }
-
-   private:
-    PacFileSource* source_;
-    ArrivedBlocks arrived_;
-    ResidencySnapshot snapshot_;
-    std::unique_ptr<GatherChannel> channel_;
-    std::vector<uint64_t> pending_;
-    std::vector<char> buf_;
   };
 
   // A gather channel for a request: a pooled one or a new one (null when the
@@ -609,19 +596,35 @@ class PacFileSource final : public BlockSource {
     done->Done(b, Finish(b, /*res=*/-1, buf), buf);
   }
 
-  void Submit(uint64_t b, const std::shared_ptr<Completions>& done) {
+  // Reads `blocks` for `done`: one job of the pool (a gather of all of them
+  // on a pacsetfs mount, else a pread each), at once for an in-memory file.
+  void Submit(std::vector<uint64_t> blocks, const std::shared_ptr<Completions>& done) {
     if (!mapped_) {  // in memory: nothing to wait for
       std::string buf(bs_, '\0');
-      ReadOne(b, buf.data(), done.get());
+      for (uint64_t b : blocks) ReadOne(b, buf.data(), done.get());
       return;
     }
     std::lock_guard<std::mutex> lock(mu_);
-    queue_.emplace_back(b, done);
+    queue_.push_back({std::move(blocks), done});
     if (queue_.size() > idle_ && threads_.size() < max_threads_) {
       threads_.emplace_back([this] { IoThread(); });
     } else {
       cv_.notify_one();
     }
+  }
+
+  // Gathers `blocks` through a channel of the pool and verifies each; when
+  // the gather fails, each block is read on its own (its error names it).
+  void GatherJob(const std::vector<uint64_t>& blocks, std::string* buf, Completions* done) {
+    buf->resize(blocks.size() * bs_);
+    std::unique_ptr<GatherChannel> channel = TakeChannel();
+    const bool gathered =
+        channel && channel->Gather(blocks.data(), blocks.size(), bs_, buf->data()).ok();
+    if (channel) GiveBackChannel(std::move(channel));
+    std::vector<Status> status(blocks.size());
+    for (size_t i = 0; i < blocks.size(); ++i)
+      status[i] = Finish(blocks[i], gathered ? static_cast<int>(bs_) : -1, buf->data() + i * bs_);
+    done->DoneMany(blocks, &status, buf->data());
   }
 
   void IoThread() {
@@ -632,11 +635,16 @@ class PacFileSource final : public BlockSource {
       cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
       --idle_;
       if (stop_) return;
-      auto [b, done] = std::move(queue_.front());
+      IoJob job = std::move(queue_.front());
       queue_.pop_front();
       lock.unlock();
-      ReadOne(b, buf.data(), done.get());
-      done.reset();
+      if (gather_) {
+        GatherJob(job.blocks, &buf, job.done.get());
+      } else {
+        buf.resize(bs_);
+        for (uint64_t b : job.blocks) ReadOne(b, buf.data(), job.done.get());
+      }
+      job.done.reset();
       lock.lock();
     }
   }
@@ -676,7 +684,11 @@ class PacFileSource final : public BlockSource {
 
   std::mutex mu_;  // guards the I/O queue and threads
   std::condition_variable cv_;
-  std::deque<std::pair<uint64_t, std::shared_ptr<Completions>>> queue_;
+  struct IoJob {
+    std::vector<uint64_t> blocks;
+    std::shared_ptr<Completions> done;
+  };
+  std::deque<IoJob> queue_;
   std::vector<std::thread> threads_;
   uint32_t idle_ = 0;
   bool stop_ = false;

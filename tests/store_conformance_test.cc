@@ -325,6 +325,11 @@ TEST_P(BlockStoreConformance, CorruptStoredBlockIsReportedWithForestGenerationAn
   s = store_->MultiGet(f, {1, 2, 3, 4}, &blocks);
   EXPECT_EQ(s.code(), StatusCode::kCorruption);
   EXPECT_TRUE(blocks.empty());
+  // Scattered blocks (dir: read at once through an io_uring) alike.
+  s = store_->MultiGet(f, {8, 1, 3, 5}, &blocks);
+  EXPECT_EQ(s.code(), StatusCode::kCorruption);
+  EXPECT_NE(s.message().find("block 3"), std::string::npos) << s.ToString();
+  EXPECT_TRUE(blocks.empty());
   ASSERT_TRUE(store_->Get(f, 2, &b).ok());
   auto bad = VerifyForest(*store_, f);
   ASSERT_TRUE(bad.ok()) << bad.status().ToString();

@@ -1,0 +1,24 @@
+// Many reads of one file at once through an io_uring, from one thread: one
+// system call submits them all (the block layer sends them to the device
+// together) and their completions need no thread switch. On this project's
+// paravirtualised VM a blocking pread per thread pays a wake-up, a device
+// kick and an interrupt per read; measured in fs/DESIGN.md.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace pacset {
+
+// Reads `len` bytes at offsets[i] into bufs[i] for every i < n, all in flight
+// at once (in chunks of the ring's depth); res[i] is the bytes read or
+// -errno. False when the kernel refuses io_uring (too old, a seccomp
+// filter) or the ring fails: then res means nothing and the caller reads
+// another way. Each calling thread keeps one ring for its later calls.
+// Whether the calling thread can have its ring (the kernel allows io_uring).
+bool UringAvailable();
+
+bool UringReadAll(int fd, const uint64_t* offsets, uint32_t len, char* const* bufs, size_t n,
+                  int* res);
+
+}  // namespace pacset
