@@ -22,10 +22,15 @@ For the forest packed at each block size (packed once into --work):
     rows/s of the new engine (verifying blocks, and --no-verify) and the old.
   * --mount: 1, 10 and 100 cold rows and a cold `cat` of the whole file
     through pacsetfs mounts of a RocksDB and a dir store holding the 4 KiB
-    packing, against the same on the local .pac, interleaved; a fresh daemon
-    for every run (no daemon or RocksDB cache survives) and the page cache
-    dropped; the daemon's CPU time per block fetched and bytes it read from
-    the disk. --old-pacsetfs adds the same through a baseline daemon.
+    packing, against the same on the local .pac, interleaved, the page cache
+    dropped for every run; with --daemon fresh a new daemon for every run
+    (no daemon or RocksDB cache survives, and its first request also pays
+    for starting its threads), with --daemon running one daemon per store
+    for the whole benchmark whose cache `pacsetfs drop-cache` empties before
+    every run (the daemon keeps no RocksDB block cache); the daemon's CPU time
+    per block fetched and bytes it read from the disk. --mount-max-in-flight
+    32,64 runs the engine through the mount with each bound.
+    --old-pacsetfs adds the same through a baseline daemon.
     --mount-only skips everything else but --fio.
   * --fio: random 4 KiB reads (O_DIRECT, libaio) at queue depth 1 and 32 on
     the disk of --work: the device's own limits.
@@ -137,6 +142,10 @@ def main():
     ap.add_argument("--mount", action="store_true", help="also through pacsetfs (dir, rocksdb)")
     ap.add_argument("--mount-only", action="store_true", help="only --mount (and --fio)")
     ap.add_argument("--old-pacsetfs", help="--mount: also through this pacsetfs (a baseline build)")
+    ap.add_argument("--daemon", default="fresh,running",
+                    help="--mount: fresh (a new daemon per run) and/or running (caches dropped)")
+    ap.add_argument("--mount-max-in-flight", default="32",
+                    help="--mount: the engine's --max-in-flight through the mount (a list)")
     ap.add_argument("--fio", action="store_true", help="also the device's random-read IOPS")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
@@ -251,6 +260,11 @@ def proc_read_bytes(pid):
         return int(next(x for x in f if x.startswith("read_bytes:")).split()[1])
 
 
+def fetched_blocks(m):
+    """Blocks the daemon of Mount m fetched from the store for `forest` so far."""
+    return m.stats()["forests"].get("forest", {}).get("blocks_fetched", 0)
+
+
 def mount_bench(a, new, header, lines):
     """Cold predictions and a cold `cat` through pacsetfs against the same on
     the local .pac, interleaved: every run gets a fresh daemon (no daemon
@@ -270,50 +284,83 @@ def mount_bench(a, new, header, lines):
                            capture_output=True)
     sizes = (1, 10, 100)
     what = [f"{n} row{'s' if n > 1 else ''}" for n in sizes] + ["cat"]
-    mounts = {kind + d: (uri, daemon) for kind, uri in stores.items() for d, daemon in daemons.items()}
+    modes = a.daemon.split(",")
+    bounds = [int(x) for x in a.mount_max_in_flight.split(",")]
+    mounts = {}  # where -> (uri, daemon, mode, in-flight bound)
+    for kind, uri in stores.items():
+        for d, daemon in daemons.items():
+            for mode in modes:
+                for bound in bounds:
+                    where = kind + d + ("" if mode == "fresh" else " run") + \
+                        ("" if len(bounds) == 1 else f" {bound}")
+                    mounts[where] = (uri, daemon, mode, bound)
+    running = {}  # (uri, daemon) -> Mount kept for the whole benchmark
+    for where, (uri, daemon, mode, _) in mounts.items():
+        if mode == "running" and (uri, daemon) not in running:
+            m = Mount(daemon, uri, os.path.join(a.work, "mnt-run-" + where.split()[0] +
+                                                str(len(running))))
+            running[(uri, daemon)] = m.__enter__()
     res = {}  # (where, what) -> list of dicts
-    for rnd in range(a.rounds):
-        csvs = {}
-        for n in sizes:
-            start = (rnd * 131 + n) % max(1, len(lines) - n)
-            csvs[n] = os.path.join(a.work, f"cold-mount-{n}.csv")
-            write_rows(header, lines[start:start + n], csvs[n])
-        jobs = [(where, w) for where in ["local"] + list(mounts) for w in what]
-        random.Random(1000 + rnd).shuffle(jobs)
-        outputs = {}
-        for where, w in jobs:
-            n = int(w.split()[0]) if w != "cat" else None
-            def cmd(path):
-                if n is None:  # the whole file in reads of 128 KiB, as cat does
-                    return ["dd", "if=" + path, "of=/dev/null", "bs=128K", "status=none"]
-                return [new, "predict", path, "-i", csvs[n], "--timing"]
-            row = {}
-            if where == "local":
-                drop_caches()
-                read_back(cmd(pac)[0])
-                wall, _, out, err = run(cmd(pac))
-            else:
-                # A fresh daemon: no block cache and no RocksDB cache survive.
-                uri, daemon = mounts[where]
-                with Mount(daemon, uri, os.path.join(a.work, "mnt-" + where.replace(" ", "-"))) as m:
+    try:
+        for rnd in range(a.rounds):
+            csvs = {}
+            for n in sizes:
+                start = (rnd * 131 + n) % max(1, len(lines) - n)
+                csvs[n] = os.path.join(a.work, f"cold-mount-{n}.csv")
+                write_rows(header, lines[start:start + n], csvs[n])
+            jobs = [(where, w) for where in ["local"] + list(mounts) for w in what]
+            random.Random(1000 + rnd).shuffle(jobs)
+            outputs = {}
+            for where, w in jobs:
+                n = int(w.split()[0]) if w != "cat" else None
+
+                def cmd(path, bound=None):
+                    if n is None:  # the whole file in reads of 128 KiB, as cat does
+                        return ["dd", "if=" + path, "of=/dev/null", "bs=128K", "status=none"]
+                    extra = ["--max-in-flight", str(bound)] if bound else []
+                    return [new, "predict", path, "-i", csvs[n], "--timing"] + extra
+                row = {}
+                if where == "local":
                     drop_caches()
-                    read_back(cmd(pac)[0], daemon)
-                    pid = m.proc.pid
-                    cpu0, io0 = proc_cpu_seconds(pid), proc_read_bytes(pid)
-                    wall, _, out, err = run(cmd(os.path.join(m.mp, "forest.pac")))
-                    row["daemon_cpu"] = proc_cpu_seconds(pid) - cpu0
-                    row["disk"] = proc_read_bytes(pid) - io0
-                    row["blocks"] = m.stats()["forests"]["forest"]["blocks_fetched"]
-            row["wall"] = wall
-            row["engine"] = engine_seconds(err) if n is not None else wall
-            res.setdefault((where, w), []).append(row)
-            if n is not None:
-                outputs.setdefault(n, {})[where] = out
-        for n, outs in outputs.items():
-            if len(set(outs.values())) != 1:
-                raise SystemExit(f"{n} cold rows: predictions differ between " + ", ".join(outs))
-    print(f"\ncold through pacsetfs (4 KiB blocks; a fresh daemon and a dropped page cache for "
-          f"every run), {a.rounds} interleaved rounds, median [min - max]; x = / the same on "
+                    read_back(cmd(pac)[0])
+                    wall, _, out, err = run(cmd(pac))
+                else:
+                    uri, daemon, mode, bound = mounts[where]
+
+                    def measure(m):
+                        drop_caches()
+                        read_back(cmd(pac)[0], daemon)
+                        pid = m.proc.pid
+                        cpu0, io0 = proc_cpu_seconds(pid), proc_read_bytes(pid)
+                        blocks0 = fetched_blocks(m)
+                        r = run(cmd(os.path.join(m.mp, "forest.pac"), bound))
+                        row["daemon_cpu"] = proc_cpu_seconds(pid) - cpu0
+                        row["disk"] = proc_read_bytes(pid) - io0
+                        row["blocks"] = fetched_blocks(m) - blocks0
+                        return r
+                    if mode == "running":
+                        m = running[(uri, daemon)]
+                        m.drop("forest")  # the daemon cache and the file's page cache
+                        wall, _, out, err = measure(m)
+                    else:
+                        # A fresh daemon: no block cache and no RocksDB cache survive.
+                        with Mount(daemon, uri,
+                                   os.path.join(a.work, "mnt-" + where.replace(" ", "-"))) as m:
+                            wall, _, out, err = measure(m)
+                row["wall"] = wall
+                row["engine"] = engine_seconds(err) if n is not None else wall
+                res.setdefault((where, w), []).append(row)
+                if n is not None:
+                    outputs.setdefault(n, {})[where] = out
+            for n, outs in outputs.items():
+                if len(set(outs.values())) != 1:
+                    raise SystemExit(f"{n} cold rows: predictions differ between " + ", ".join(outs))
+    finally:
+        for m in running.values():
+            m.__exit__(None, None, None)
+    print(f"\ncold through pacsetfs (4 KiB blocks; the page cache dropped for every run and "
+          f"a fresh daemon, or for ' run' a running one whose cache was emptied), "
+          f"{a.rounds} interleaved rounds, median [min - max]; x = / the same on "
           f"the local .pac; predict = the engine's own time (--timing), wall = the process; "
           f"daemon CPU per block fetched, disk = bytes the daemon read:")
     for w in what:
