@@ -14,7 +14,7 @@ SECONDS_PER_TARGET=${1:-30}
 shift || true
 TARGETS=("$@")
 [ ${#TARGETS[@]} -gt 0 ] || TARGETS=(pac_file xgboost_json xgboost_ubjson sklearn_json
-  sklearn_stream lightgbm_text forest_file csv trace store_codec)
+  sklearn_stream lightgbm_text forest_file csv trace store_codec gather_request)
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DPACSET_FUZZ=ON -DPACSET_SANITIZE=address,undefined -DPACSET_BUILD_TESTS=OFF \
   -DPACSET_BUILD_BENCHMARKS=OFF -DPACSET_BUILD_PYTHON=OFF >/dev/null

@@ -58,8 +58,7 @@ class StoreBlockSource::Fetcher final : public BlockFetcher {
 };
 
 StoreBlockSource::StoreBlockSource(BlockStore* store, ForestInfo forest, uint64_t cache_bytes)
-    : store_(store),
-      forest_(std::move(forest)),
+    : forest_(std::move(forest)),
       bs_(forest_.block_size),
       capacity_(cache_bytes),
       reads_(store),

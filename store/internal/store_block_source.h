@@ -96,7 +96,6 @@ class StoreBlockSource final : public BlockSource {
   void EvictLocked() REQUIRES(mu_);
   void FreeRetiredLocked() REQUIRES(mu_);
 
-  BlockStore* const store_;
   const ForestInfo forest_;
   const uint32_t bs_;
   const uint64_t capacity_;
