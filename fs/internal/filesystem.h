@@ -6,6 +6,7 @@
 //   fs/notifier.cc       the thread that notifies the kernel (push, prefetch, drop)
 //   fs/daemon_control.cc what the daemon does for each control command
 //   fs/control.cc        the control-file protocol (parser and client)
+//   fs/gather.cc         the gather file's protocol and client (fs/gather.h)
 //   fs/mount_options.cc  -o parsing;  fs/mount.cc  mount lifecycle
 // Design notes, lock order and threads: fs/DESIGN.md.
 #pragma once
