@@ -24,6 +24,9 @@ namespace {
 
 constexpr double kEntryTimeout = 1.0;  // generations change; the refresher also notifies
 constexpr double kAttrTimeout = 3600;  // a forest inode is one immutable generation
+// A gather read fetches at most this much of its request beyond what it
+// answers (GatherRead).
+constexpr uint64_t kGatherAheadBytes = 16 << 20;
 
 PacsetFs* FsOf(fuse_req_t req) { return static_cast<PacsetFs*>(fuse_req_userdata(req)); }
 
@@ -354,33 +357,54 @@ void PacsetFs::GatherRead(fuse_req_t req, size_t size, off_t off, uint64_t fh) {
     return (void)fuse_reply_buf(req, nullptr, 0);
   const uint64_t end = std::min<uint64_t>(total, static_cast<uint64_t>(off) + size);
   const uint64_t first = static_cast<uint64_t>(off) / bs, last = (end - 1) / bs;
-  // Each distinct block once (a request may repeat one), in file order.
-  std::vector<uint64_t> wanted(g->blocks.begin() + first, g->blocks.begin() + last + 1);
-  std::sort(wanted.begin(), wanted.end());
-  wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
+  // Each distinct block of this read once (a request may repeat one), in
+  // file order: wanted[0, needed).
+  auto distinct = [&](uint64_t from, uint64_t to) {  // request blocks [from, to)
+    std::vector<uint64_t> v(g->blocks.begin() + from, g->blocks.begin() + to);
+    std::sort(v.begin(), v.end());
+    v.erase(std::unique(v.begin(), v.end()), v.end());
+    return v;
+  };
+  std::vector<uint64_t> wanted = distinct(first, last + 1);
+  const size_t needed = wanted.size();
+  // The kernel splits a reply larger than one FUSE request (1 MiB) into
+  // reads that come one after another: the first one also fetches the rest
+  // of the request (up to kGatherAheadBytes), so that all its blocks are in
+  // flight together and the later reads are answered from the cache.
+  if (off == 0 && end < total) {
+    const uint64_t ahead_end = std::min<uint64_t>(
+        g->blocks.size(), last + 1 + std::max<uint64_t>(1, kGatherAheadBytes / bs));
+    for (uint64_t b : distinct(last + 1, ahead_end))
+      if (!std::binary_search(wanted.begin(), wanted.begin() + needed, b)) wanted.push_back(b);
+  }
   const uint32_t pid = static_cast<uint32_t>(fuse_req_ctx(req)->pid);
   f.stats->gathers.fetch_add(1, std::memory_order_relaxed);
   std::vector<BlockData> data;
   std::vector<Status> status;
   std::vector<BlockCache::Source> src;
   const uint64_t t0 = MonotonicNowNs();
-  reader_->GetMany(f, wanted, wanted.size(), &data, &status, &src);
+  reader_->GetMany(f, wanted, needed, &data, &status, &src);
   const uint64_t latency = MonotonicNowNs() - t0;
   std::vector<uint64_t> fresh;  // fetched from the store: pushed into the page cache
   for (size_t i = 0; i < wanted.size(); ++i) {
-    tracing_.RecordAccess(f, wanted[i], src[i], static_cast<uint32_t>(bs), pid, latency,
-                          status[i].ok());
+    const bool ahead = i >= needed;  // answered by a later read, which records its access
+    tracing_.RecordAccess(f, wanted[i], src[i], ahead ? 0 : static_cast<uint32_t>(bs), pid, latency,
+                          status[i].ok(), /*prefetch=*/ahead);
+    if (ahead && src[i] == BlockCache::Source::kStore && status[i].ok())
+      f.stats->prefetched.fetch_add(1, std::memory_order_relaxed);
     if (!status[i].ok()) {
+      if (ahead) continue;  // best effort: the read that needs it tries again
       f.stats->errors.fetch_add(1, std::memory_order_relaxed);
       return (void)fuse_reply_err(req, StatusToErrno(status[i]));
     }
     if (src[i] == BlockCache::Source::kStore) fresh.push_back(wanted[i]);
   }
+  std::sort(fresh.begin(), fresh.end());
   std::vector<iovec> iov;
   iov.reserve(last - first + 1);
   for (uint64_t i = first; i <= last; ++i) {
     const size_t k = static_cast<size_t>(
-        std::lower_bound(wanted.begin(), wanted.end(), g->blocks[i]) - wanted.begin());
+        std::lower_bound(wanted.begin(), wanted.begin() + needed, g->blocks[i]) - wanted.begin());
     const uint64_t lo = std::max<uint64_t>(static_cast<uint64_t>(off), i * bs) - i * bs;
     const uint64_t hi = std::min<uint64_t>(end, (i + 1) * bs) - i * bs;
     iov.push_back({const_cast<char*>(data[k]->data()) + lo, hi - lo});

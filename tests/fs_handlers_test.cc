@@ -368,6 +368,50 @@ TEST(FsHandlers, TheGatherFileReturnsTheBlocksOfARequestInItsOrder) {
   EXPECT_EQ(t.kernel->ReplyTo(t.kernel->Read(kGatherIno, fh, 0, 4096)).error, -EBADF);
 }
 
+// The kernel answers a pread of a long gather with several reads, one after
+// another: the first one fetches the whole request, so its blocks are all in
+// flight together and the later reads come from the cache. What it fetched
+// ahead is best effort: a bad block there fails only the read that needs it.
+TEST(FsHandlers, TheFirstReadOfAGatherFetchesTheWholeRequestAtOnce) {
+  auto gather = [](Fixture& t, std::vector<uint64_t> blocks) {
+    const uint64_t ino = FakeKernel::EntryIno(t.kernel->ReplyTo(t.kernel->Lookup("f.pac")));
+    EXPECT_EQ(t.kernel->ReplyTo(t.kernel->Open(ino, O_RDONLY)).error, 0);
+    const uint64_t fh = FakeKernel::OpenFh(t.kernel->ReplyTo(t.kernel->Open(kGatherIno, O_RDWR)));
+    const std::string req = EncodeGatherRequest(ino, blocks.data(), blocks.size());
+    EXPECT_EQ(t.kernel->ReplyTo(t.kernel->Write(kGatherIno, req, 0, fh)).error, 0);
+    return fh;
+  };
+  auto block = [](Fixture& t, uint64_t b) {
+    std::string out;
+    EXPECT_TRUE(t.store->Get(t.store->Lookup("f").value(), b, &out).ok());
+    return out;
+  };
+  {
+    Fixture t;
+    const std::string b3 = block(t, 3), rest_want = block(t, 1) + block(t, 2) + block(t, 0);
+    const uint64_t fh = gather(t, {3, 1, 2, 0});
+    const uint64_t before = t.store->blocks_read();
+    const Reply first = t.kernel->ReplyTo(t.kernel->Read(kGatherIno, fh, 0, 4096));
+    ASSERT_EQ(first.error, 0);
+    EXPECT_TRUE(first.payload == b3);
+    EXPECT_EQ(t.store->blocks_read() - before, 4u) << "the first read fetches the whole request";
+    const Reply rest = t.kernel->ReplyTo(t.kernel->Read(kGatherIno, fh, 4096, 3 * 4096));
+    ASSERT_EQ(rest.error, 0);
+    EXPECT_TRUE(rest.payload == rest_want);
+    EXPECT_EQ(t.store->blocks_read() - before, 4u) << "the later read comes from the cache";
+  }
+  {
+    Fixture t;
+    const std::string b0 = block(t, 0);
+    t.store->CorruptBlock(2);
+    const uint64_t fh = gather(t, {0, 2});
+    const Reply first = t.kernel->ReplyTo(t.kernel->Read(kGatherIno, fh, 0, 4096));
+    ASSERT_EQ(first.error, 0) << "a bad block read ahead fails no read that does not need it";
+    EXPECT_TRUE(first.payload == b0);
+    EXPECT_EQ(t.kernel->ReplyTo(t.kernel->Read(kGatherIno, fh, 4096, 4096)).error, -EIO);
+  }
+}
+
 TEST(FsHandlers, AReadOnlyMountRefusesTheControlFile) {
   MountOptions o;
   o.read_only = true;

@@ -93,6 +93,13 @@ void RoundTrip(BlockStore& store, uint32_t bs) {
   ASSERT_TRUE(s.ok()) << s.ToString();
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(got[i], MakeBlock(bs, want[i], gen));
+  // Runs of adjacent blocks among single ones, as a wave of walks asks for
+  // them (dir: each run one read, all of them in flight at once).
+  want = {2, 3, 4, 8, 10, 11, 6, 0, 1};
+  s = store.MultiGet(*info, want, &got);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(got[i], MakeBlock(bs, want[i], gen));
 }
 
 TEST_P(BlockStoreConformance, PutGetMultiGetRoundTrip4KiBBlocks) { RoundTrip(*store_, 4096); }

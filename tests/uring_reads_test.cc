@@ -13,10 +13,11 @@
 namespace pacset {
 namespace {
 
-// More reads than the ring holds (64), in random order, some repeated, one
-// past the end of the file: each buffer holds exactly the file's bytes at
-// its offset (the file's own content is the oracle), the read past the end
-// says 0 bytes.
+// More reads than the ring holds (64), in random order, of different
+// lengths, some repeated, one running past the end of the file and one
+// starting there: each buffer holds exactly the file's bytes at its offset
+// (the file's own content is the oracle), the one past the end is short, the
+// one at the end says 0 bytes.
 TEST(UringReadAll, EveryReadGetsTheBytesAtItsOffsetBeyondOneRingFull) {
   if (!UringAvailable()) GTEST_SKIP() << "the kernel refuses io_uring here";
   auto dir = TempDir::Create("uring-reads-test").value();
@@ -30,21 +31,34 @@ TEST(UringReadAll, EveryReadGetsTheBytesAtItsOffsetBeyondOneRingFull) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   ASSERT_GE(fd, 0);
   std::vector<uint64_t> offsets;
-  for (int i = 0; i < 150; ++i) offsets.push_back((rng() % kBlocks) * kLen);
+  std::vector<uint32_t> lens;
+  for (int i = 0; i < 150; ++i) {
+    offsets.push_back((rng() % (kBlocks - 4)) * kLen);
+    lens.push_back(kLen * static_cast<uint32_t>(1 + rng() % 4));
+  }
+  offsets.push_back((kBlocks - 1) * kLen);  // past the end: half of it read
+  lens.push_back(2 * kLen);
   offsets.push_back(kBlocks * kLen);  // at the end: nothing to read
-  std::vector<std::string> out(offsets.size(), std::string(kLen, 'x'));
+  lens.push_back(kLen);
+  std::vector<std::string> out;
+  for (uint32_t len : lens) out.emplace_back(len, 'x');
   std::vector<char*> bufs;
   for (auto& o : out) bufs.push_back(o.data());
   std::vector<int> res(offsets.size(), -1);
-  ASSERT_TRUE(UringReadAll(fd, offsets.data(), kLen, bufs.data(), offsets.size(), res.data()));
-  for (size_t i = 0; i + 1 < offsets.size(); ++i) {
-    ASSERT_EQ(res[i], static_cast<int>(kLen)) << "read " << i;
-    ASSERT_TRUE(out[i] == bytes.substr(offsets[i], kLen)) << "read " << i << " at " << offsets[i];
+  ASSERT_TRUE(
+      UringReadAll(fd, offsets.data(), lens.data(), bufs.data(), offsets.size(), res.data()));
+  const size_t n = offsets.size();
+  for (size_t i = 0; i + 2 < n; ++i) {
+    ASSERT_EQ(res[i], static_cast<int>(lens[i])) << "read " << i;
+    ASSERT_TRUE(out[i] == bytes.substr(offsets[i], lens[i]))
+        << "read " << i << " at " << offsets[i];
   }
-  EXPECT_EQ(res.back(), 0);
+  ASSERT_EQ(res[n - 2], static_cast<int>(kLen));
+  EXPECT_TRUE(out[n - 2].substr(0, kLen) == bytes.substr(offsets[n - 2], kLen));
+  EXPECT_EQ(res[n - 1], 0);
   // A descriptor that is not open: each read says EBADF, nothing hangs.
   ::close(fd);
-  ASSERT_TRUE(UringReadAll(fd, offsets.data(), kLen, bufs.data(), 3, res.data()));
+  ASSERT_TRUE(UringReadAll(fd, offsets.data(), lens.data(), bufs.data(), 3, res.data()));
   for (int i = 0; i < 3; ++i) EXPECT_EQ(res[i], -EBADF);
 }
 

@@ -37,40 +37,39 @@ thread_local ThreadRing t_ring;
 
 bool UringAvailable() { return t_ring.Get() != nullptr; }
 
-bool UringReadAll(int fd, const uint64_t* offsets, uint32_t len, char* const* bufs, size_t n,
-                  int* res) {
+bool UringReadAll(int fd, const uint64_t* offsets, const uint32_t* lens, char* const* bufs,
+                  size_t n, int* res) {
   ThreadRing& tr = t_ring;
   io_uring* ring = tr.Get();
   if (!ring) return false;
-  for (size_t start = 0; start < n; start += kDepth) {
-    const size_t end = n - start < kDepth ? n : start + kDepth;
-    for (size_t i = start; i < end; ++i) {
-      io_uring_sqe* sqe = io_uring_get_sqe(ring);  // never null: at most kDepth queued
-      io_uring_prep_read(sqe, fd, bufs[i], len, offsets[i]);
-      io_uring_sqe_set_data64(sqe, i);
+  // Up to kDepth reads in flight; each completion makes room for the next
+  // read at once (a batch does not wait for its slowest read before the
+  // next ones start).
+  size_t queued = 0, in_flight = 0, done = 0;
+  while (done < n) {
+    for (; queued < n && in_flight < kDepth; ++queued, ++in_flight) {
+      io_uring_sqe* sqe = io_uring_get_sqe(ring);  // never null: at most kDepth in flight
+      io_uring_prep_read(sqe, fd, bufs[queued], lens[queued], offsets[queued]);
+      io_uring_sqe_set_data64(sqe, queued);
     }
-    size_t left = end - start;
     int r;
     do r = io_uring_submit_and_wait(ring, 1);
     while (r == -EINTR);
     if (r < 0) {
-      // The kernel took none of them (an error comes before any is
-      // consumed): drop the ring and its queued entries, nothing in flight.
+      // The kernel took none of the new ones (an error comes before any is
+      // consumed): drop the ring, which cancels what is still in flight.
       tr.Refuse();
       return false;
     }
-    while (left > 0) {
-      io_uring_cqe* cqe;
-      do r = io_uring_wait_cqe(ring, &cqe);
-      while (r == -EINTR);
-      if (r < 0) {
-        tr.Refuse();  // closing the ring cancels what is still in flight
-        return false;
-      }
+    io_uring_cqe* cqe;
+    unsigned head, seen = 0;
+    io_uring_for_each_cqe(ring, head, cqe) {
       res[io_uring_cqe_get_data64(cqe)] = cqe->res;
-      io_uring_cqe_seen(ring, cqe);
-      --left;
+      ++seen;
     }
+    io_uring_cq_advance(ring, seen);
+    in_flight -= seen;
+    done += seen;
   }
   return true;
 }
