@@ -22,7 +22,7 @@ For the forest packed at each block size (packed once into --work):
     rows/s of the new engine (verifying blocks, and --no-verify) and the old.
   * --mount: 1, 10 and 100 cold rows and a cold `cat` of the whole file
     through pacsetfs mounts of a RocksDB and a dir store holding the 4 KiB
-    packing, against the same on the local .pac, interleaved, the page cache
+    packing (--mount-block-size for another), against the same on the local .pac, interleaved, the page cache
     dropped for every run; with --daemon fresh a new daemon for every run
     (no daemon or RocksDB cache survives, and its first request also pays
     for starting its threads), with --daemon running one daemon per store
@@ -30,7 +30,8 @@ For the forest packed at each block size (packed once into --work):
     every run (the daemon keeps no RocksDB block cache); the daemon's CPU time
     per block fetched and bytes it read from the disk. --mount-max-in-flight
     32,64 runs the engine through the mount with each bound.
-    --old-pacsetfs adds the same through a baseline daemon.
+    --old-pacsetfs adds the same through a baseline daemon (predicting with
+    the --old-bin engine when given).
     --mount-only skips everything else but --fio.
   * --fio: random 4 KiB reads (O_DIRECT, libaio) at queue depth 1 and 32 on
     the disk of --work: the device's own limits.
@@ -146,6 +147,8 @@ def main():
                     help="--mount: fresh (a new daemon per run) and/or running (caches dropped)")
     ap.add_argument("--mount-max-in-flight", default="32",
                     help="--mount: the engine's --max-in-flight through the mount (a list)")
+    ap.add_argument("--mount-block-size", default="4KiB",
+                    help="--mount: the block size of the forest served through the mount")
     ap.add_argument("--fio", action="store_true", help="also the device's random-read IOPS")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
@@ -272,11 +275,15 @@ def mount_bench(a, new, header, lines):
     daemons = {"": os.path.join(a.bin, "pacsetfs")}
     if a.old_pacsetfs:
         daemons[" old"] = a.old_pacsetfs
-    pac = os.path.join(a.work, "forest-4KiB.pac")
+    # The old daemon's rows run the old engine too (--old-bin), when given.
+    old_engine = os.path.join(a.old_bin, "pacset") if a.old_bin else new
+    bs = a.mount_block_size
+    pac = os.path.join(a.work, f"forest-{bs}.pac")
     if not os.path.exists(pac):
-        subprocess.run([new, "pack", a.model, "-o", pac, "--block-size", "4KiB"], check=True)
-    stores = {"rocksdb": "rocksdb:" + os.path.join(a.work, "rocks"),
-              "dir": "dir:" + os.path.join(a.work, "dirstore")}
+        subprocess.run([new, "pack", a.model, "-o", pac, "--block-size", bs], check=True)
+    suffix = "" if bs == "4KiB" else "-" + bs
+    stores = {"rocksdb": "rocksdb:" + os.path.join(a.work, "rocks" + suffix),
+              "dir": "dir:" + os.path.join(a.work, "dirstore" + suffix)}
     for uri in set(stores.values()):
         listing = subprocess.run([new, "ls", "--store", uri], capture_output=True, text=True)
         if "forest" not in listing.stdout:
@@ -314,11 +321,11 @@ def mount_bench(a, new, header, lines):
             for where, w in jobs:
                 n = int(w.split()[0]) if w != "cat" else None
 
-                def cmd(path, bound=None):
+                def cmd(path, bound=None, engine=new):
                     if n is None:  # the whole file in reads of 128 KiB, as cat does
                         return ["dd", "if=" + path, "of=/dev/null", "bs=128K", "status=none"]
                     extra = ["--max-in-flight", str(bound)] if bound else []
-                    return [new, "predict", path, "-i", csvs[n], "--timing"] + extra
+                    return [engine, "predict", path, "-i", csvs[n], "--timing"] + extra
                 row = {}
                 if where == "local":
                     drop_caches()
@@ -326,6 +333,7 @@ def mount_bench(a, new, header, lines):
                     wall, _, out, err = run(cmd(pac))
                 else:
                     uri, daemon, mode, bound = mounts[where]
+                    engine = old_engine if " old" in where else new
 
                     def measure(m):
                         drop_caches()
@@ -333,7 +341,7 @@ def mount_bench(a, new, header, lines):
                         pid = m.proc.pid
                         cpu0, io0 = proc_cpu_seconds(pid), proc_read_bytes(pid)
                         blocks0 = fetched_blocks(m)
-                        r = run(cmd(os.path.join(m.mp, "forest.pac"), bound))
+                        r = run(cmd(os.path.join(m.mp, "forest.pac"), bound, engine))
                         row["daemon_cpu"] = proc_cpu_seconds(pid) - cpu0
                         row["disk"] = proc_read_bytes(pid) - io0
                         row["blocks"] = fetched_blocks(m) - blocks0
@@ -358,7 +366,7 @@ def mount_bench(a, new, header, lines):
     finally:
         for m in running.values():
             m.__exit__(None, None, None)
-    print(f"\ncold through pacsetfs (4 KiB blocks; the page cache dropped for every run and "
+    print(f"\ncold through pacsetfs ({bs} blocks; the page cache dropped for every run and "
           f"a fresh daemon, or for ' run' a running one whose cache was emptied), "
           f"{a.rounds} interleaved rounds, median [min - max]; x = / the same on "
           f"the local .pac; predict = the engine's own time (--timing), wall = the process; "

@@ -94,6 +94,14 @@ class BlockSource {
   // How fetches reach the blocks ("io_uring", "threads", "memory", a
   // store's name), for --timing and benchmarks.
   virtual const char* io_name() const { return "other"; }
+
+  // The bound on blocks in flight per request when the caller sets none
+  // (EngineOptions::max_in_flight 0): what measured best for this source.
+  virtual uint32_t default_max_in_flight() const { return kDefaultMaxInFlight; }
+
+  // 32 measured best on local virtio disks: one cold row of a 682-tree
+  // forest at 4 KiB, bench/cold_bench.py (layout/pac_file_source.cc).
+  static constexpr uint32_t kDefaultMaxInFlight = 32;
 };
 
 // How a source over a mapped file reads the blocks it fetches.
@@ -106,7 +114,8 @@ enum class BlockIo {
 
 // A source over a PacFile (which must outlive it). A mapped file's fetches
 // are reads into private buffers, at most `max_in_flight` at once per
-// request: by default through one io_uring per request (submitted together
+// request (0: default_max_in_flight(), 32, or 64 through the gather file of
+// a pacsetfs mount): by default through one io_uring per request (submitted together
 // at each Wait, completions reaped in batches: no thread switch per block),
 // else by a shared pool of that many threads doing pread (`io`: kThreads;
 // a kernel that refuses io_uring, e.g. under a seccomp filter; or, with

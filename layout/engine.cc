@@ -138,13 +138,13 @@ StatusOr<std::unique_ptr<PacEngine>> PacEngine::FromFile(std::unique_ptr<PacFile
   for (auto& c : e->rule_.trees_per_output) c = std::max(c, 1.0);
   if (e->rule_.postprocess == Postprocess::kSoftmax && h.num_outputs < 2)
     return Status::Corruption(file->name() + ": softmax with a single output");
-  if (options.max_in_flight == 0)
-    return Status::InvalidArgument("at least one block must be allowed in flight");
   e->options_ = options;
   if (Status s = internal::ResolveWarmIsa(options.warm_isa, &e->warm_isa_); !s.ok()) return s;
   e->source_ = source ? source(*file, options)
                       : NewPacFileSource(*file, options.verify_blocks, options.max_in_flight,
                                          options.block_io);
+  if (e->options_.max_in_flight == 0)
+    e->options_.max_in_flight = e->source_->default_max_in_flight();
   e->file_ = std::move(file);
   return e;
 }

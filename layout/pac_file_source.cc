@@ -13,7 +13,7 @@
 // started before the walks go on and the ring's pages touched in advance:
 // 8.9 ms [6.2-12.4] against a cold `cat` of 27.3 ms (9 rounds); depths of
 // 64 and 128 took 11.3 and 13.9 ms against 10.5 and 9.4 ms at 32 in the
-// same runs, so 32 stays the default (EngineOptions::max_in_flight). Both read into
+// same runs, so 32 stays the default (BlockSource::kDefaultMaxInFlight). Both read into
 // private buffers: each block's own error (EIO on a mount becomes a Status,
 // not a SIGBUS), and a block is verified before the mapping is touched.
 // Reads go through the page cache, so the mapping sees the block after
@@ -303,11 +303,15 @@ bool OnFuse(int fd) {
 // Blocks per gather (fs/gather.h) that a request sends as soon as it has
 // them, without waiting for its Wait: half the blocks allowed in flight, at
 // most kMaxGatherBatch, so that at least two gathers overlap and the daemon
-// reads one batch while the engine walks the other's blocks (with one
-// gather of 32 at the default bound the disk idled during every walk: one
-// cold row 35 ms against 31 ms with two of 16). Measured with
-// bench/cold_bench.py --mount-only (fs/DESIGN.md, "The gather file").
+// reads one batch while the engine walks the other's blocks; and the bound
+// on blocks in flight through a gather file when the caller sets none: two
+// gathers of 32. With one gather of 32 at a time the disk idled during
+// every walk; gathers of 16 cost a RocksDB store more per block than they
+// saved (one cold row through a running daemon, medians of 15 alternating
+// runs: dir 35.3 ms with one gather of 32, 30.7 with two of 16; RocksDB
+// 50.4 with one of 32, 59.0 with two of 16; fs/DESIGN.md, "The gather file").
 constexpr size_t kMaxGatherBatch = 32;
+constexpr uint32_t kGatherMaxInFlight = 2 * kMaxGatherBatch;
 
 // Buffers for one request's reads in flight: at most this many bytes.
 constexpr uint64_t kRingBufferBytes = 64 << 20;
@@ -320,7 +324,7 @@ class PacFileSource final : public BlockSource {
         bs_(file.header().block_size),
         blocks_(file.header().block_count),
         verify_(verify),
-        max_threads_(std::max<uint32_t>(1, io_threads)),
+        max_threads_(io_threads > 0 ? io_threads : kDefaultMaxInFlight),
         mapped_(file.fd() >= 0),
         ready_(new std::atomic<uint64_t>[(blocks_ + 63) / 64]) {
     for (uint64_t i = 0; i < (blocks_ + 63) / 64; ++i) ready_[i].store(0);
@@ -340,6 +344,7 @@ class PacFileSource final : public BlockSource {
       if (auto channel = GatherChannel::Open(file.name(), file.fd())) {
         channels_.push_back(std::move(channel));
         gather_ = true;
+        if (io_threads == 0) max_threads_ = kGatherMaxInFlight;
         gather_batch_ = std::clamp<size_t>(max_threads_ / 2, 1, kMaxGatherBatch);
       }
     }
@@ -378,6 +383,8 @@ class PacFileSource final : public BlockSource {
   }
 
   const char* WarmImage(uint64_t first, uint64_t count, uint64_t work, bool read_missing) override;
+
+  uint32_t default_max_in_flight() const override { return max_threads_; }
 
  private:
   // Reads through the shared thread pool: a pread per block, or, on a
@@ -658,7 +665,7 @@ class PacFileSource final : public BlockSource {
   const uint32_t bs_;
   const uint64_t blocks_;
   const bool verify_;
-  const uint32_t max_threads_;
+  uint32_t max_threads_;  // the bound on blocks in flight per request (set in the constructor)
   const bool mapped_;
   uint64_t page_ = 4096;
   std::unique_ptr<std::atomic<uint64_t>[]> ready_;  // bit b: block b verified and resident

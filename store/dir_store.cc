@@ -1,4 +1,6 @@
-// dir:PATH — each generation is a plain .pac file, blocks are served with pread.
+// dir:PATH — each generation is a plain .pac file; a batch of blocks is read
+// with all its runs of adjacent blocks in flight at once (io_uring; pread
+// where the kernel refuses it), without kernel readahead (ReadBlocks).
 //
 //   PATH/catalog                    DirCatalog (cereal), replaced atomically
 //   PATH/lock                       flock: exclusive for catalog changes and GC

@@ -348,18 +348,22 @@ class Forest:
         return cls(_core.from_arrays(spec, trees, pack))
 
 
-def open(path, *, verify_blocks=True, max_in_flight=32, sequential_reads=True):
+def open(path, *, verify_blocks=True, max_in_flight=None, sequential_reads=True):
     """Maps a .pac file (a local file or NAME.pac on a pacsetfs mount): only
     the blocks predictions touch are read.
 
     verify_blocks: check each block's checksum and index the first time it is
     used (a corrupt block raises instead of predicting wrongly; ~2% warm).
-    max_in_flight: most blocks one request reads at once while it waits.
+    max_in_flight: most blocks one request reads at once while it waits
+    (default: 32 for a local file, 64 through a pacsetfs mount).
     sequential_reads: a request of many rows that would touch a large part of
     the forest (at least one tree walk per 8 node blocks) reads the node
     region sequentially, which is faster; False reads only the blocks the
     rows' walks need (what a per-host block trace should show)."""
-    return Forest(_core.open(os.fspath(path), bool(verify_blocks), int(max_in_flight),
+    if max_in_flight is not None and int(max_in_flight) < 1:
+        raise ValueError("max_in_flight must be at least 1")
+    return Forest(_core.open(os.fspath(path), bool(verify_blocks),
+                             0 if max_in_flight is None else int(max_in_flight),
                              bool(sequential_reads)))
 
 

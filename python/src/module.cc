@@ -204,7 +204,6 @@ std::shared_ptr<PyForest> BuildAndPack(Fn fn, const py::dict& pack, const std::s
 
 std::shared_ptr<PyForest> Open(const std::string& path, bool verify_blocks, uint32_t max_in_flight,
                                bool sequential_reads) {
-  if (max_in_flight == 0) throw py::value_error("max_in_flight must be at least 1");
   StatusOr<std::unique_ptr<PacFile>> file = Status::Internal("not opened");
   {
     py::gil_scoped_release nogil;
@@ -212,7 +211,7 @@ std::shared_ptr<PyForest> Open(const std::string& path, bool verify_blocks, uint
   }
   EngineOptions options;
   options.verify_blocks = verify_blocks;
-  options.max_in_flight = max_in_flight;
+  options.max_in_flight = max_in_flight;  // 0: the source's default
   options.sequential_reads = sequential_reads;
   return Wrap(Take(std::move(file)), options, path);
 }
