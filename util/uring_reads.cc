@@ -37,7 +37,7 @@ thread_local ThreadRing t_ring;
 
 bool UringAvailable() { return t_ring.Get() != nullptr; }
 
-bool UringReadAll(int fd, const uint64_t* offsets, const uint32_t* lens, char* const* bufs,
+bool UringReadAll(const int* fds, const uint64_t* offsets, const uint32_t* lens, char* const* bufs,
                   size_t n, int* res) {
   ThreadRing& tr = t_ring;
   io_uring* ring = tr.Get();
@@ -49,7 +49,7 @@ bool UringReadAll(int fd, const uint64_t* offsets, const uint32_t* lens, char* c
   while (done < n) {
     for (; queued < n && in_flight < kDepth; ++queued, ++in_flight) {
       io_uring_sqe* sqe = io_uring_get_sqe(ring);  // never null: at most kDepth in flight
-      io_uring_prep_read(sqe, fd, bufs[queued], lens[queued], offsets[queued]);
+      io_uring_prep_read(sqe, fds[queued], bufs[queued], lens[queued], offsets[queued]);
       io_uring_sqe_set_data64(sqe, queued);
     }
     int r;
