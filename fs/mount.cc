@@ -222,8 +222,7 @@ Status ServeStore(const MountOptions& opts, std::unique_ptr<BlockStore> store,
   // to max_threads worker threads, each with its own malloc arena: grown a
   // little at a time, every arena's heap took an mprotect call per few blocks
   // (a tenth of the daemon's CPU while reading a whole forest, perf). 1 MiB
-  // steps; freed memory an arena keeps on top is bounded by the same pad
-  // (at most 8 arenas per core: 16 MiB on two cores).
+  // steps.
   mallopt(M_TOP_PAD, 1 << 20);
   // Memory the cache frees (eviction, `drop`, a new generation) stays in
   // the arenas for the next blocks, up to the cache's own bound: returned to
