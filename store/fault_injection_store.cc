@@ -7,6 +7,14 @@ namespace pacset {
 
 namespace {
 
+// max = the larger of max and now, against other threads doing the same.
+template <typename T>
+void RaiseTo(std::atomic<T>& max, T now) {
+  T seen = max.load();
+  while (now > seen && !max.compare_exchange_weak(seen, now)) {
+  }
+}
+
 class FaultInjectionWriter final : public GenerationWriter {
  public:
   FaultInjectionWriter(FaultInjectionStore* store, std::unique_ptr<GenerationWriter> inner)
@@ -59,6 +67,14 @@ void FaultInjectionStore::FailPutsAfter(uint64_t n) {
   puts_left_ = n;
 }
 
+void FaultInjectionStore::ResetReadCounters() {
+  read_calls_ = 0;
+  blocks_read_ = 0;
+  max_in_flight_ = in_flight_.load();
+  max_blocks_in_flight_ = blocks_in_flight_.load();
+  max_blocks_per_read_ = 0;
+}
+
 void FaultInjectionStore::ClearFaults() {
   std::lock_guard<std::mutex> lock(mu_);
   fail_all_ = StatusCode::kOk;
@@ -87,14 +103,18 @@ Status FaultInjectionStore::ReadBlocks(const ForestInfo& forest,
                                        std::vector<std::string>* out) {
   ++read_calls_;
   blocks_read_ += blocks.size();
-  const int64_t now = ++in_flight_;
-  int64_t seen = max_in_flight_.load();
-  while (now > seen && !max_in_flight_.compare_exchange_weak(seen, now)) {
-  }
+  const int64_t n = static_cast<int64_t>(blocks.size());
+  RaiseTo(max_in_flight_, ++in_flight_);
+  RaiseTo(max_blocks_in_flight_, blocks_in_flight_ += n);
+  RaiseTo(max_blocks_per_read_, blocks.size());
   struct Leave {
-    std::atomic<int64_t>* n;
-    ~Leave() { --*n; }
-  } leave{&in_flight_};
+    FaultInjectionStore* s;
+    int64_t n;
+    ~Leave() {
+      --s->in_flight_;
+      s->blocks_in_flight_ -= n;
+    }
+  } leave{this, n};
   int delay_ms;
   std::vector<size_t> corrupt;
   {

@@ -64,7 +64,14 @@ class FaultInjectionStore final : public BlockStore {
   // The most reads (ReadBlocks calls, delay included) that were under way at
   // once: how many reads a caller keeps in flight.
   int64_t max_reads_in_flight() const { return max_in_flight_.load(); }
+  // The most blocks those reads asked for at once, and the most one read
+  // asked for: how a caller batches the blocks it keeps in flight.
+  int64_t max_blocks_in_flight() const { return max_blocks_in_flight_.load(); }
+  uint64_t max_blocks_per_read() const { return max_blocks_per_read_.load(); }
   uint64_t puts() const { return puts_.load(); }
+  // Read counters back to zero (the maxima start again from the reads
+  // under way now).
+  void ResetReadCounters();
   // Pin calls that started, and pins held now (successful Pins minus Unpins).
   uint64_t pin_calls() const { return pin_calls_.load(); }
   int64_t pins_held() const { return pins_held_.load(); }
@@ -111,6 +118,9 @@ class FaultInjectionStore final : public BlockStore {
   std::atomic<uint64_t> blocks_read_{0};
   std::atomic<int64_t> in_flight_{0};
   std::atomic<int64_t> max_in_flight_{0};
+  std::atomic<int64_t> blocks_in_flight_{0};
+  std::atomic<int64_t> max_blocks_in_flight_{0};
+  std::atomic<uint64_t> max_blocks_per_read_{0};
   std::atomic<uint64_t> puts_{0};
   std::atomic<uint64_t> pin_calls_{0};
   std::atomic<int64_t> pins_held_{0};

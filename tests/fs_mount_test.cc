@@ -1,8 +1,8 @@
 // pacsetfs on a real FUSE mount served by this process (fs/internal/serve.h),
 // over a real directory store behind FaultInjectionStore: how many reads
-// reach the store at once, and what one failing block does to the reads
-// around it. Needs root and /dev/fuse (skipped without them); like every
-// mount test, run one at a time (ctest RUN_SERIAL).
+// reach the store at once (from readers and from the engine through the
+// gather file), and what one failing block does to the reads around it. Needs root and /dev/fuse
+// (skipped without them); like every mount test, run one at a time (ctest RUN_SERIAL).
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/mount.h>
@@ -14,14 +14,21 @@
 #include <chrono>
 #include <fstream>
 #include <future>
+#include <map>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "fs/internal/serve.h"
+#include "layout/engine.h"
+#include "layout/pack.h"
+#include "model/predict.h"
 #include "store/fault_injection_store.h"
+#include "store/publish.h"
+#include "testkit/random_forest.h"
 #include "testkit/store_test_util.h"
 
 namespace pacset {
@@ -34,15 +41,26 @@ using store_test::WriteForest;
 constexpr uint32_t kBs = 4096;
 constexpr uint64_t kBlocks = 256;
 
-// A forest "f" of kBlocks blocks in a dir: store, served on a mount in a
-// temp dir by a thread of this test; unmounted (and the thread joined) at
-// the end, whatever happens.
+// A forest "f" of kBlocks blocks in a dir: store (and, stored as NAME,
+// each real forest `forests` has packed to 4 KiB blocks), served on a mount
+// in a temp dir by a thread of this test; unmounted (and the thread joined)
+// at the end, whatever happens.
 class ServedMount {
  public:
-  explicit ServedMount(int store_timeout_ms = 10000) {
+  explicit ServedMount(int store_timeout_ms = 10000,
+                       const std::map<std::string, Forest>& forests = {}) {
     auto real = OpenBlockStore("dir:" + dir_.path() + "/store");
     EXPECT_TRUE(real.ok()) << real.status().ToString();
     EXPECT_TRUE(WriteForest(**real, "f", kBs, kBlocks, &gen_).ok());
+    for (const auto& [name, forest] : forests) {
+      PackOptions po;
+      po.block_size = kBs;
+      const std::string pac = dir_.path() + "/" + name + ".pac";
+      EXPECT_TRUE(PackForestToFile(forest, po, pac).ok());
+      ForestInfo info;
+      info.source_format = "pac";
+      EXPECT_TRUE(PublishFile(**real, name, pac, kBs, info, nullptr).ok()) << name;
+    }
     // The test owns the store its counters live in, and the mount gets a
     // wrapper that borrows it: the daemon thread deletes only the wrapper, so
     // the counters stay valid after it ends (the test learns of that end
@@ -80,7 +98,9 @@ class ServedMount {
     }
   }
   bool ok() const { return ok_; }
-  std::string file() const { return mountpoint_ + "/f.pac"; }
+  std::string file(const std::string& name = "f") const {
+    return mountpoint_ + "/" + name + ".pac";
+  }
   std::string stats_file() const { return mountpoint_ + "/.pacsetfs/stats"; }
   FaultInjectionStore* store() const { return store_.get(); }
   std::string Block(uint64_t b) const { return MakeBlock(kBs, b, gen_); }
@@ -149,7 +169,7 @@ TEST(PacsetfsMount, ABlockFailingInABatchFailsOnlyTheReadsThatNeedItAndIsLogged)
   m.store()->FailBlockReads(90, StatusCode::kNotFound);
   const int fd = ::open(m.file().c_str(), O_RDONLY);
   ASSERT_GE(fd, 0) << strerror(errno);
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStderr();
   // One read of the first 128 blocks: the kernel sends it a page at a time,
   // and the daemon fetches ahead in batches, which include blocks 40 and 90.
   std::string whole;
@@ -167,7 +187,7 @@ TEST(PacsetfsMount, ABlockFailingInABatchFailsOnlyTheReadsThatNeedItAndIsLogged)
   std::string rest;
   const ssize_t tail = ReadAt(fd, &rest, (kBlocks - 100) * kBs, 100 * kBs);
   ::close(fd);
-  const std::string log = testing::internal::GetCapturedStderr();
+  const std::string log = ::testing::internal::GetCapturedStderr();
 
   // The big read stops short at the bad block, with everything before it right.
   ASSERT_EQ(n, static_cast<ssize_t>(40 * kBs));
@@ -211,6 +231,49 @@ TEST(PacsetfsMount, ABlockFailingAheadOfASequentialReaderIsNotRetriedAndFailsNoR
   EXPECT_EQ(f["store_retries"].get<uint64_t>(), 0u) << f.dump();
   EXPECT_EQ(f["errors"].get<uint64_t>(), 0u) << f.dump();
   EXPECT_GT(f["prefetched_blocks"].get<uint64_t>(), 0u) << f.dump();
+}
+
+// Through the gather file the engine keeps two gathers of half its bound in
+// flight: 64 blocks (gathers of 32) when the caller sets no bound, so the
+// daemon reads one batch while the engine walks another (fs/DESIGN.md, "The
+// gather file"); with a bound of 8, gathers of 4. Predictions are exact.
+TEST(PacsetfsMount, TheEngineKeepsTwoGathersOfHalfItsBoundInFlightThroughTheGatherFile) {
+  if (!CanMount()) GTEST_SKIP() << "needs root and /dev/fuse";
+  testing::RandomForestSpec spec;
+  spec.trees = 300;  // far more separate walks than blocks in flight
+  spec.max_depth = 12;
+  spec.seed = 11;
+  const Forest forest = testing::MakeRandomForest(spec);
+  const RowMatrix rows = testing::MakeAdversarialRows(forest, 6, 5);
+  ForestPredictor reference(forest);
+  const size_t cols = forest.num_prediction_columns();
+  std::vector<double> want(rows.num_rows * cols);
+  for (size_t r = 0; r < rows.num_rows; ++r) reference.Predict(rows.row(r), &want[r * cols]);
+  ServedMount m(10000, {{"default", forest}, {"bound8", forest}});
+  ASSERT_TRUE(m.ok());
+  for (const auto& [name, bound, most, batch] :
+       {std::tuple<const char*, uint32_t, int64_t, uint64_t>{"default", 0, 64, 32},
+        {"bound8", 8, 8, 4}}) {
+    SCOPED_TRACE(name);
+    EngineOptions eo;
+    eo.max_in_flight = bound;
+    eo.sequential_reads = false;  // the blocks the walks need, not the whole region
+    auto file = PacFile::Open(m.file(name));
+    ASSERT_TRUE(file.ok()) << file.status().ToString();
+    auto engine = PacEngine::FromFile(std::move(*file), eo);
+    ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+    ASSERT_STREQ((*engine)->stats().block_io, "gather");
+    // Slow enough that a gather is still in the store when the next is sent.
+    m.store()->DelayReads(50);
+    m.store()->ResetReadCounters();
+    std::vector<double> got;
+    ASSERT_TRUE((*engine)->PredictAll(rows, false, 1, &got).ok());
+    m.store()->DelayReads(0);
+    EXPECT_TRUE(got == want) << "predictions through the mount differ";
+    ASSERT_GT(m.store()->blocks_read(), 4u * most) << "too few blocks to fill the bound";
+    EXPECT_EQ(m.store()->max_blocks_per_read(), batch);
+    EXPECT_EQ(m.store()->max_blocks_in_flight(), most);
+  }
 }
 
 }  // namespace
