@@ -27,7 +27,8 @@
 // direct-I/O (no page cache); a request stays until the next write. Each
 // block is verified by the daemon as any read is (a corrupt block is never
 // returned), and the daemon also pushes the blocks it fetched into the page
-// cache of the forest file, so mappings of it see them afterwards.
+// cache of the forest file once no gather is being served, so mappings of
+// it see them afterwards.
 //
 // Errors (the errno of the failing call): write EINVAL for a malformed
 // request, ESTALE when the inode is not an open forest of this mount; read

@@ -342,6 +342,7 @@ void PacsetFs::GatherWrite(fuse_req_t req, const char* buf, size_t size, uint64_
 }
 
 void PacsetFs::GatherRead(fuse_req_t req, size_t size, off_t off, uint64_t fh) {
+  const Notifier::GatherScope serving(notifier_.get());  // pushes wait for quiet gathers
   std::shared_ptr<const Gather> g;
   {
     MutexLock lock(&gather_mu_);
@@ -415,7 +416,7 @@ void PacsetFs::GatherRead(fuse_req_t req, size_t size, off_t off, uint64_t fh) {
     for (size_t i = 0; i < fresh.size();) {  // ascending: push runs
       size_t j = i + 1;
       while (j < fresh.size() && fresh[j] == fresh[j - 1] + 1) ++j;
-      notifier_->Push(g->forest, fresh[i], j - i);
+      notifier_->PushAfterGathers(g->forest, fresh[i], j - i);
       i = j;
     }
   }

@@ -43,6 +43,33 @@ void Notifier::Push(const std::shared_ptr<ForestInode>& f, uint64_t block,
   EnqueueBestEffort(std::move(w));
 }
 
+void Notifier::PushAfterGathers(const std::shared_ptr<ForestInode>& f, uint64_t block,
+                                uint64_t count) noexcept {
+  Work w{Work::Kind::kPush, f, block, count, {}, {}};
+  w.defer_until_ns = MonotonicNowNs() + kPushDeferMaxMs * 1000000;
+  EnqueueBestEffort(std::move(w));
+}
+
+void Notifier::GatherEnded() noexcept {
+  last_gather_end_ns_.store(MonotonicNowNs(), std::memory_order_relaxed);
+  gathers_.fetch_sub(1, std::memory_order_release);
+}
+
+bool Notifier::MustWait(const Work& w, std::chrono::milliseconds* sleep) const {
+  if (w.defer_until_ns == 0) return false;
+  const uint64_t now = MonotonicNowNs();
+  if (now >= w.defer_until_ns) return false;
+  const bool serving = gathers_.load(std::memory_order_acquire) > 0;
+  const uint64_t quiet_at =
+      last_gather_end_ns_.load(std::memory_order_relaxed) + kGatherQuietMs * 1000000;
+  if (!serving && now >= quiet_at) return false;
+  // Polled: a gather ending does not signal (it would take mu_ every time).
+  const uint64_t until =
+      std::min(w.defer_until_ns, serving ? now + kGatherQuietMs * 1000000 : quiet_at);
+  *sleep = std::chrono::milliseconds(std::max<uint64_t>(1, (until - now + 999999) / 1000000));
+  return true;
+}
+
 void Notifier::PrefetchBins(const std::shared_ptr<ForestInode>& f) noexcept {
   Work w{Work::Kind::kPrefetchBins, f, 0, 1, {}, {}};
   EnqueueBestEffort(std::move(w));
@@ -64,7 +91,21 @@ void Notifier::Invalidate(std::vector<std::shared_ptr<ForestInode>> inodes,
                           std::function<void()> then) {
   {
     MutexLock lock(&mu_);
-    queue_.push_back({Work::Kind::kInvalidate, nullptr, 0, 1, std::move(inodes), std::move(then)});
+    const size_t before = queue_.size();
+    queue_.erase(std::remove_if(queue_.begin(), queue_.end(),
+                                [&](const Work& w) {
+                                  return w.kind == Work::Kind::kPush &&
+                                         std::find(inodes.begin(), inodes.end(), w.inode) !=
+                                             inodes.end();
+                                }),
+                 queue_.end());
+    best_effort_queued_ -= before - queue_.size();
+    // Ahead of pushes waiting for gathers to go quiet (of other inodes now):
+    // a drop does not wait for them.
+    auto at = std::find_if(queue_.begin(), queue_.end(),
+                           [](const Work& w) { return w.defer_until_ns != 0; });
+    queue_.insert(at,
+                  Work{Work::Kind::kInvalidate, nullptr, 0, 1, std::move(inodes), std::move(then)});
   }
   cv_.SignalAll();
 }
@@ -153,6 +194,11 @@ void Notifier::Loop() {
   while (true) {
     while (!stop_ && queue_.empty()) cv_.Wait(&mu_);
     if (stop_) break;
+    std::chrono::milliseconds sleep{0};
+    if (MustWait(queue_.front(), &sleep)) {
+      cv_.WaitFor(&mu_, sleep);
+      continue;
+    }
     Work w = std::move(queue_.front());
     queue_.pop_front();
     if (w.kind != Work::Kind::kInvalidate) --best_effort_queued_;

@@ -22,6 +22,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "fs/control.h"
+#include "fs/gather.h"
 #include "fs/internal/serve.h"
 #include "layout/engine.h"
 #include "layout/pack.h"
@@ -102,6 +104,7 @@ class ServedMount {
     return mountpoint_ + "/" + name + ".pac";
   }
   std::string stats_file() const { return mountpoint_ + "/.pacsetfs/stats"; }
+  const std::string& mountpoint() const { return mountpoint_; }
   FaultInjectionStore* store() const { return store_.get(); }
   std::string Block(uint64_t b) const { return MakeBlock(kBs, b, gen_); }
 
@@ -273,6 +276,110 @@ TEST(PacsetfsMount, TheEngineKeepsTwoGathersOfHalfItsBoundInFlightThroughTheGath
     ASSERT_GT(m.store()->blocks_read(), 4u * most) << "too few blocks to fill the bound";
     EXPECT_EQ(m.store()->max_blocks_per_read(), batch);
     EXPECT_EQ(m.store()->max_blocks_in_flight(), most);
+  }
+}
+
+// A file open read-only for the scope (closed also when an assertion
+// returns early, so that the mount can go).
+struct OpenFile {
+  explicit OpenFile(const std::string& path) : fd(::open(path.c_str(), O_RDONLY)) {}
+  ~OpenFile() {
+    if (fd >= 0) ::close(fd);
+  }
+  const int fd;
+};
+
+uint64_t PushedBlocks(const ServedMount& m) {
+  std::ifstream stats(m.stats_file());
+  return nlohmann::json::parse(stats)["forests"]["f"]["pushed_blocks"].get<uint64_t>();
+}
+
+// The blocks a gather fetched go into the forest file's page cache only
+// once no gather is being served (the client that asked has them; pushing
+// them would compete with the next gathers): here a gather held in the store
+// (a block that fails until the store timeout) keeps an earlier gather's
+// blocks out of the page cache; when it ends they are pushed.
+TEST(PacsetfsMount, BlocksAGatherFetchedArePushedOnceNoGatherIsServed) {
+  if (!CanMount()) GTEST_SKIP() << "needs root and /dev/fuse";
+  ServedMount m(/*store_timeout_ms=*/2000);
+  ASSERT_TRUE(m.ok());
+  m.store()->FailBlockReads(50, StatusCode::kIOError);
+  const OpenFile file(m.file());
+  const int fd = file.fd;
+  ASSERT_GE(fd, 0) << strerror(errno);
+  auto held = GatherChannel::Open(m.file(), fd);
+  auto quick = GatherChannel::Open(m.file(), fd);
+  ASSERT_TRUE(held && quick) << "no gather file on the mount";
+  Status held_status;
+  std::thread holder([&] {
+    const uint64_t b = 50;
+    std::string out(kBs, '\0');
+    held_status = held->Gather(&b, 1, kBs, out.data());
+  });
+  while (m.store()->read_calls() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const uint64_t blocks[] = {10, 20, 21, 30};
+  std::string got(4 * kBs, '\0');
+  EXPECT_TRUE(quick->Gather(blocks, 4, kBs, got.data()).ok());
+  for (int i = 0; i < 4; ++i)
+    EXPECT_TRUE(got.compare(i * kBs, kBs, m.Block(blocks[i])) == 0) << "block " << blocks[i];
+  // The held gather runs until about 2 s; its retries are still going on.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(PushedBlocks(m), 0u) << "pushed while a gather was being served";
+  holder.join();
+  EXPECT_EQ(held_status.code(), StatusCode::kIOError) << held_status.ToString();
+  uint64_t pushed = 0;
+  for (int i = 0; i < 500 && (pushed = PushedBlocks(m)) < 4; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(pushed, 4u);
+  // They are in the page cache: a read of them now reaches no store.
+  const uint64_t reads = m.store()->read_calls();
+  std::string one;
+  for (uint64_t b : blocks) {
+    ASSERT_EQ(ReadAt(fd, &one, kBs, b * kBs), static_cast<ssize_t>(kBs));
+    EXPECT_TRUE(one == m.Block(b)) << "block " << b;
+  }
+  EXPECT_EQ(m.store()->read_calls(), reads);
+}
+
+// A drop while a gather's blocks wait to be pushed: the drop does not wait
+// for the gathers to end, and the pushes do not come after it (the forest
+// stays cold: reading the blocks again reaches the store).
+TEST(PacsetfsMount, ADropIsNotUndoneByPushesWaitingForGathersToEnd) {
+  if (!CanMount()) GTEST_SKIP() << "needs root and /dev/fuse";
+  ServedMount m(/*store_timeout_ms=*/2000);
+  ASSERT_TRUE(m.ok());
+  m.store()->FailBlockReads(50, StatusCode::kIOError);
+  const OpenFile file(m.file());
+  const int fd = file.fd;
+  ASSERT_GE(fd, 0) << strerror(errno);
+  auto held = GatherChannel::Open(m.file(), fd);
+  auto quick = GatherChannel::Open(m.file(), fd);
+  ASSERT_TRUE(held && quick) << "no gather file on the mount";
+  std::atomic<bool> held_done{false};
+  std::thread holder([&] {
+    const uint64_t b = 50;
+    std::string out(kBs, '\0');
+    (void)held->Gather(&b, 1, kBs, out.data());
+    held_done = true;
+  });
+  while (m.store()->read_calls() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const uint64_t blocks[] = {10, 20, 21, 30};
+  std::string got(4 * kBs, '\0');
+  EXPECT_TRUE(quick->Gather(blocks, 4, kBs, got.data()).ok());
+  EXPECT_TRUE(SendControlCommand(m.mountpoint(), ControlCommand::Drop("f")).ok());
+  EXPECT_FALSE(held_done.load()) << "the drop waited for the held gather";
+  holder.join();
+  // Gathers are quiet (pushes would run now), and the second the daemon
+  // fails reads at once after giving up on the store passes.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+  EXPECT_EQ(PushedBlocks(m), 0u);
+  m.store()->ClearFaults();
+  std::string one;
+  for (uint64_t b : blocks) {
+    const uint64_t reads = m.store()->read_calls();
+    ASSERT_EQ(ReadAt(fd, &one, kBs, b * kBs), static_cast<ssize_t>(kBs));
+    EXPECT_TRUE(one == m.Block(b)) << "block " << b;
+    EXPECT_GT(m.store()->read_calls(), reads) << "block " << b << " was still cached";
   }
 }
 

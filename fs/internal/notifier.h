@@ -3,7 +3,8 @@
 //
 //   * pushes freshly fetched blocks whole into the page cache
 //     (fuse_lowlevel_notify_store), so a reader's next faults in a block cost
-//     no request;
+//     no request; blocks a gather fetched are pushed once gathers go quiet
+//     (PushAfterGathers: the engine that asked has them already);
 //   * prefetches a forest's metadata and bin blocks when it is first opened
 //     (-o prefetch_bins);
 //   * invalidates the pages of inodes for `drop` (notify_inval_inode).
@@ -16,6 +17,8 @@
 // Thread-safety: every method may be called from any thread. None throws.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -48,10 +51,41 @@ class Notifier {
   // Pushes blocks [block, block + count) (one notification for the run).
   void Push(const std::shared_ptr<ForestInode>& f, uint64_t block, uint64_t count = 1) noexcept
       EXCLUDES(mu_);
+  // Push, but the push (and the work queued behind it) waits while any
+  // gather is served and until kGatherQuietMs after the last one, at most
+  // kPushDeferMaxMs. For blocks a gather fetched: its client has them
+  // already, and a cold request's next gathers would otherwise share two
+  // cores with one notification per block (one cold row through the dir
+  // store on a 2-vCPU VM: the daemon's CPU 24 -> 17 ms, the row 32.7 ->
+  // 28.1 ms with pushes off; fs/DESIGN.md, "The gather file").
+  void PushAfterGathers(const std::shared_ptr<ForestInode>& f, uint64_t block,
+                        uint64_t count = 1) noexcept EXCLUDES(mu_);
+  // Brackets the serving of one gather read (GatherScope).
+  void GatherStarted() noexcept { gathers_.fetch_add(1, std::memory_order_relaxed); }
+  void GatherEnded() noexcept;
+  class GatherScope {
+   public:
+    explicit GatherScope(Notifier* n) : n_(n) {  // may be null: nothing to tell
+      if (n_) n_->GatherStarted();
+    }
+    ~GatherScope() {
+      if (n_) n_->GatherEnded();
+    }
+    GatherScope(const GatherScope&) = delete;
+    GatherScope& operator=(const GatherScope&) = delete;
+
+   private:
+    Notifier* const n_;
+  };
+  static constexpr uint64_t kGatherQuietMs = 2;
+  static constexpr uint64_t kPushDeferMaxMs = 1000;
+
   void PrefetchBins(const std::shared_ptr<ForestInode>& f) noexcept EXCLUDES(mu_);
   // Drops every page of `inodes` from the page cache (even from live
   // mappings), then calls `then` on the notifier thread. Never dropped:
-  // `then` runs exactly once, also when Stop comes first.
+  // `then` runs exactly once, also when Stop comes first. Pushes of those
+  // inodes still queued are dropped (a push after the drop would undo it),
+  // and the drop goes ahead of pushes waiting for gathers to go quiet.
   void Invalidate(std::vector<std::shared_ptr<ForestInode>> inodes, std::function<void()> then)
       EXCLUDES(mu_);
 
@@ -63,7 +97,11 @@ class Notifier {
     uint64_t count = 1;                                // kPush
     std::vector<std::shared_ptr<ForestInode>> inodes;  // kInvalidate
     std::function<void()> then;                        // kInvalidate
+    uint64_t defer_until_ns = 0;  // PushAfterGathers: wait for quiet gathers until then
   };
+  // Whether `w` (at the front of the queue) waits now; if so, how long to
+  // sleep before looking again.
+  bool MustWait(const Work& w, std::chrono::milliseconds* sleep) const;
   void EnqueueBestEffort(Work w) noexcept EXCLUDES(mu_);
   void Loop() EXCLUDES(mu_);
   void Run(Work& w) noexcept;
@@ -81,6 +119,8 @@ class Notifier {
   size_t best_effort_queued_ GUARDED_BY(mu_) = 0;
   std::deque<Work> queue_ GUARDED_BY(mu_);
   std::thread thread_;
+  std::atomic<int> gathers_{0};  // gathers being served
+  std::atomic<uint64_t> last_gather_end_ns_{0};
 };
 
 }  // namespace fs_internal
