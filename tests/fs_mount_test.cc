@@ -294,39 +294,77 @@ uint64_t PushedBlocks(const ServedMount& m) {
   return nlohmann::json::parse(stats)["forests"]["f"]["pushed_blocks"].get<uint64_t>();
 }
 
+// On a ServedMount made with a store timeout of 2 s: a gather of block 50,
+// which the store fails until the daemon gives up (about 2 s), served on a
+// thread of its own while the test gathers blocks 10, 20, 21 and 30 quickly
+// through a second channel (Gather). Held() says whether it still runs.
+class HeldGather {
+ public:
+  explicit HeldGather(ServedMount& m) : m_(m), file_(m.file()) {
+    m.store()->FailBlockReads(50, StatusCode::kIOError);
+    EXPECT_GE(file_.fd, 0) << strerror(errno);
+    held_ = GatherChannel::Open(m.file(), file_.fd);
+    quick_ = GatherChannel::Open(m.file(), file_.fd);
+    if (!held_ || !quick_) {
+      ADD_FAILURE() << "no gather file on the mount";
+      return;
+    }
+    const uint64_t reads = m.store()->read_calls();
+    holder_ = std::thread([this] {
+      const uint64_t b = 50;
+      std::string out(kBs, '\0');
+      held_status_ = held_->Gather(&b, 1, kBs, out.data());
+      done_ = true;
+    });
+    while (m.store()->read_calls() == reads)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ~HeldGather() {
+    if (holder_.joinable()) holder_.join();
+  }
+  bool ok() const { return holder_.joinable() || done_; }
+  int fd() const { return file_.fd; }
+  bool held() const { return !done_.load(); }
+  // The held gather's outcome, once it ended.
+  Status Join() {
+    if (holder_.joinable()) holder_.join();
+    return held_status_;
+  }
+  static constexpr uint64_t kBlocks[4] = {10, 20, 21, 30};
+  // Gathers kBlocks and checks their bytes.
+  void Gather() {
+    std::string got(4 * kBs, '\0');
+    ASSERT_TRUE(quick_->Gather(kBlocks, 4, kBs, got.data()).ok());
+    for (int i = 0; i < 4; ++i)
+      EXPECT_TRUE(got.compare(i * kBs, kBs, m_.Block(kBlocks[i])) == 0) << "block " << kBlocks[i];
+  }
+
+ private:
+  ServedMount& m_;
+  const OpenFile file_;
+  std::unique_ptr<GatherChannel> held_, quick_;
+  std::thread holder_;
+  Status held_status_;
+  std::atomic<bool> done_{false};
+};
+
 // The blocks a gather fetched go into the forest file's page cache only
 // once no gather is being served (the client that asked has them; pushing
 // them would compete with the next gathers): here a gather held in the store
-// (a block that fails until the store timeout) keeps an earlier gather's
-// blocks out of the page cache; when it ends they are pushed.
+// keeps an earlier gather's blocks out of the page cache; when it ends they
+// are pushed.
 TEST(PacsetfsMount, BlocksAGatherFetchedArePushedOnceNoGatherIsServed) {
   if (!CanMount()) GTEST_SKIP() << "needs root and /dev/fuse";
   ServedMount m(/*store_timeout_ms=*/2000);
   ASSERT_TRUE(m.ok());
-  m.store()->FailBlockReads(50, StatusCode::kIOError);
-  const OpenFile file(m.file());
-  const int fd = file.fd;
-  ASSERT_GE(fd, 0) << strerror(errno);
-  auto held = GatherChannel::Open(m.file(), fd);
-  auto quick = GatherChannel::Open(m.file(), fd);
-  ASSERT_TRUE(held && quick) << "no gather file on the mount";
-  Status held_status;
-  std::thread holder([&] {
-    const uint64_t b = 50;
-    std::string out(kBs, '\0');
-    held_status = held->Gather(&b, 1, kBs, out.data());
-  });
-  while (m.store()->read_calls() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  const uint64_t blocks[] = {10, 20, 21, 30};
-  std::string got(4 * kBs, '\0');
-  EXPECT_TRUE(quick->Gather(blocks, 4, kBs, got.data()).ok());
-  for (int i = 0; i < 4; ++i)
-    EXPECT_TRUE(got.compare(i * kBs, kBs, m.Block(blocks[i])) == 0) << "block " << blocks[i];
-  // The held gather runs until about 2 s; its retries are still going on.
+  HeldGather g(m);
+  ASSERT_TRUE(g.ok());
+  g.Gather();
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  ASSERT_TRUE(g.held()) << "the held gather ended early";
   EXPECT_EQ(PushedBlocks(m), 0u) << "pushed while a gather was being served";
-  holder.join();
-  EXPECT_EQ(held_status.code(), StatusCode::kIOError) << held_status.ToString();
+  const Status held = g.Join();
+  EXPECT_EQ(held.code(), StatusCode::kIOError) << held.ToString();
   uint64_t pushed = 0;
   for (int i = 0; i < 500 && (pushed = PushedBlocks(m)) < 4; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -334,8 +372,8 @@ TEST(PacsetfsMount, BlocksAGatherFetchedArePushedOnceNoGatherIsServed) {
   // They are in the page cache: a read of them now reaches no store.
   const uint64_t reads = m.store()->read_calls();
   std::string one;
-  for (uint64_t b : blocks) {
-    ASSERT_EQ(ReadAt(fd, &one, kBs, b * kBs), static_cast<ssize_t>(kBs));
+  for (uint64_t b : HeldGather::kBlocks) {
+    ASSERT_EQ(ReadAt(g.fd(), &one, kBs, b * kBs), static_cast<ssize_t>(kBs));
     EXPECT_TRUE(one == m.Block(b)) << "block " << b;
   }
   EXPECT_EQ(m.store()->read_calls(), reads);
@@ -348,36 +386,21 @@ TEST(PacsetfsMount, ADropIsNotUndoneByPushesWaitingForGathersToEnd) {
   if (!CanMount()) GTEST_SKIP() << "needs root and /dev/fuse";
   ServedMount m(/*store_timeout_ms=*/2000);
   ASSERT_TRUE(m.ok());
-  m.store()->FailBlockReads(50, StatusCode::kIOError);
-  const OpenFile file(m.file());
-  const int fd = file.fd;
-  ASSERT_GE(fd, 0) << strerror(errno);
-  auto held = GatherChannel::Open(m.file(), fd);
-  auto quick = GatherChannel::Open(m.file(), fd);
-  ASSERT_TRUE(held && quick) << "no gather file on the mount";
-  std::atomic<bool> held_done{false};
-  std::thread holder([&] {
-    const uint64_t b = 50;
-    std::string out(kBs, '\0');
-    (void)held->Gather(&b, 1, kBs, out.data());
-    held_done = true;
-  });
-  while (m.store()->read_calls() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  const uint64_t blocks[] = {10, 20, 21, 30};
-  std::string got(4 * kBs, '\0');
-  EXPECT_TRUE(quick->Gather(blocks, 4, kBs, got.data()).ok());
+  HeldGather g(m);
+  ASSERT_TRUE(g.ok());
+  g.Gather();
   EXPECT_TRUE(SendControlCommand(m.mountpoint(), ControlCommand::Drop("f")).ok());
-  EXPECT_FALSE(held_done.load()) << "the drop waited for the held gather";
-  holder.join();
+  EXPECT_TRUE(g.held()) << "the drop waited for the held gather";
+  EXPECT_EQ(g.Join().code(), StatusCode::kIOError);
   // Gathers are quiet (pushes would run now), and the second the daemon
   // fails reads at once after giving up on the store passes.
   std::this_thread::sleep_for(std::chrono::milliseconds(1200));
   EXPECT_EQ(PushedBlocks(m), 0u);
   m.store()->ClearFaults();
   std::string one;
-  for (uint64_t b : blocks) {
+  for (uint64_t b : HeldGather::kBlocks) {
     const uint64_t reads = m.store()->read_calls();
-    ASSERT_EQ(ReadAt(fd, &one, kBs, b * kBs), static_cast<ssize_t>(kBs));
+    ASSERT_EQ(ReadAt(g.fd(), &one, kBs, b * kBs), static_cast<ssize_t>(kBs));
     EXPECT_TRUE(one == m.Block(b)) << "block " << b;
     EXPECT_GT(m.store()->read_calls(), reads) << "block " << b << " was still cached";
   }
