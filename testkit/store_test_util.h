@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -462,12 +463,16 @@ class RedisCluster {
     }
     return -1;
   }
-  // Whether, within `timeout_ms`, every live node reports cluster_state:ok
-  // and every live replica is in sync with its master.
+  // Whether, within `timeout_ms`, every live node reports cluster_state:ok,
+  // every live replica is in sync with its master, and every live node's
+  // CLUSTER NODES lists every live replica as a live replica (what a client's
+  // slot map learns from any node: before gossip reaches a node, it may still
+  // list a new replica as a master of no slots).
   bool WaitHealthy(int timeout_ms) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
     while (std::chrono::steady_clock::now() < deadline) {
       bool ok = true;
+      std::vector<std::string> replica_ids;
       for (const auto& n : nodes_) {
         if (n->pid() <= 0) continue;
         RawRedis r(n->port());
@@ -475,7 +480,15 @@ class RedisCluster {
             ok && ReplyLine(r.Command({"CLUSTER", "INFO"}), "cluster_state:") == "cluster_state:ok";
         // ROLE of a replica: slave, HOST, PORT, connect|connecting|sync|connected, OFFSET.
         const std::string role = r.Command({"ROLE"});
-        if (role.rfind("slave", 0) == 0) ok = ok && role.find("\nconnected\n") != std::string::npos;
+        if (role.rfind("slave", 0) == 0) {
+          ok = ok && role.find("\nconnected\n") != std::string::npos;
+          replica_ids.push_back(r.Command({"CLUSTER", "MYID"}));
+        }
+      }
+      for (const auto& n : nodes_) {
+        if (!ok || n->pid() <= 0) continue;
+        const std::string view = RawRedis(n->port()).Command({"CLUSTER", "NODES"});
+        for (const std::string& id : replica_ids) ok = ok && ListsLiveReplica(view, id);
       }
       if (ok) return true;
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -484,6 +497,21 @@ class RedisCluster {
   }
 
  private:
+  // Whether CLUSTER NODES text `view` has node `id` as a replica of some
+  // master ("ID ADDR FLAGS MASTER-ID ..."), not flagged failed.
+  static bool ListsLiveReplica(const std::string& view, const std::string& id) {
+    std::istringstream lines(view);
+    std::string line;
+    while (std::getline(lines, line)) {
+      std::istringstream f(line);
+      std::string node, addr, flags, master;
+      if (!(f >> node >> addr >> flags >> master) || node != id) continue;
+      return master != "-" && flags.find("fail") == std::string::npos &&
+             flags.find("noaddr") == std::string::npos;
+    }
+    return false;
+  }
+
   std::vector<std::unique_ptr<RedisServer>> nodes_;
 };
 
