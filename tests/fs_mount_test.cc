@@ -294,13 +294,15 @@ uint64_t PushedBlocks(const ServedMount& m) {
   return nlohmann::json::parse(stats)["forests"]["f"]["pushed_blocks"].get<uint64_t>();
 }
 
-// On a ServedMount made with a store timeout of 2 s: a gather of block 50,
+// A ServedMount with a store timeout of 2 s, and on it a gather of block 50,
 // which the store fails until the daemon gives up (about 2 s), served on a
 // thread of its own while the test gathers blocks 10, 20, 21 and 30 quickly
 // through a second channel (Gather). Held() says whether it still runs.
 class HeldGather {
  public:
-  explicit HeldGather(ServedMount& m) : m_(m), file_(m.file()) {
+  HeldGather() : m_(/*store_timeout_ms=*/2000), file_(m_.file()) {
+    if (!m_.ok()) return;
+    ServedMount& m = m_;
     m.store()->FailBlockReads(50, StatusCode::kIOError);
     EXPECT_GE(file_.fd, 0) << strerror(errno);
     held_ = GatherChannel::Open(m.file(), file_.fd);
@@ -323,6 +325,7 @@ class HeldGather {
     if (holder_.joinable()) holder_.join();
   }
   bool ok() const { return holder_.joinable() || done_; }
+  ServedMount& mount() { return m_; }
   int fd() const { return file_.fd; }
   bool held() const { return !done_.load(); }
   // The held gather's outcome, once it ended.
@@ -340,7 +343,7 @@ class HeldGather {
   }
 
  private:
-  ServedMount& m_;
+  ServedMount m_;
   const OpenFile file_;
   std::unique_ptr<GatherChannel> held_, quick_;
   std::thread holder_;
@@ -355,10 +358,9 @@ class HeldGather {
 // are pushed.
 TEST(PacsetfsMount, BlocksAGatherFetchedArePushedOnceNoGatherIsServed) {
   if (!CanMount()) GTEST_SKIP() << "needs root and /dev/fuse";
-  ServedMount m(/*store_timeout_ms=*/2000);
-  ASSERT_TRUE(m.ok());
-  HeldGather g(m);
+  HeldGather g;
   ASSERT_TRUE(g.ok());
+  ServedMount& m = g.mount();
   g.Gather();
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   ASSERT_TRUE(g.held()) << "the held gather ended early";
@@ -384,10 +386,9 @@ TEST(PacsetfsMount, BlocksAGatherFetchedArePushedOnceNoGatherIsServed) {
 // stays cold: reading the blocks again reaches the store).
 TEST(PacsetfsMount, ADropIsNotUndoneByPushesWaitingForGathersToEnd) {
   if (!CanMount()) GTEST_SKIP() << "needs root and /dev/fuse";
-  ServedMount m(/*store_timeout_ms=*/2000);
-  ASSERT_TRUE(m.ok());
-  HeldGather g(m);
+  HeldGather g;
   ASSERT_TRUE(g.ok());
+  ServedMount& m = g.mount();
   g.Gather();
   EXPECT_TRUE(SendControlCommand(m.mountpoint(), ControlCommand::Drop("f")).ok());
   EXPECT_TRUE(g.held()) << "the drop waited for the held gather";

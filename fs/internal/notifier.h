@@ -56,8 +56,8 @@ class Notifier {
   // kPushDeferMaxMs. For blocks a gather fetched: its client has them
   // already, and a cold request's next gathers would otherwise share two
   // cores with one notification per block (one cold row through the dir
-  // store on a 2-vCPU VM: the daemon's CPU 24 -> 17 ms, the row 32.7 ->
-  // 28.1 ms with pushes off; fs/DESIGN.md, "The gather file").
+  // store on a 2-vCPU VM, medians of 15 alternating runs: 27.1 ms pushing at
+  // once, 25.3 waiting, 25.4 with no pushes; fs/DESIGN.md, "The gather file").
   void PushAfterGathers(const std::shared_ptr<ForestInode>& f, uint64_t block,
                         uint64_t count = 1) noexcept EXCLUDES(mu_);
   // Brackets the serving of one gather read (GatherScope).
