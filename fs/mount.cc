@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
@@ -174,9 +175,21 @@ void Detach() {
   (void)!chdir("/");
 }
 
+// A RocksDB store keeps every table file open (max_open_files = -1), twice
+// (store/internal/uring_file_system.h): a store of a few hundred GB has more
+// table files than the usual soft limit of 1024 descriptors allows.
+void RaiseOpenFileLimit() {
+  rlimit rl{};
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    (void)setrlimit(RLIMIT_NOFILE, &rl);
+  }
+}
+
 // Opens the store, mounts, and serves until unmounted. `ready` (a daemon's)
 // hears whether the mount came up.
 Status Serve(const MountOptions& opts, const StoreOptions& so, Readiness* ready) {
+  RaiseOpenFileLimit();
   PACSET_ASSIGN_OR_RETURN(std::unique_ptr<BlockStore> store, OpenServedStore(opts, so));
   return fs_internal::ServeStore(opts, std::move(store), [ready] {
     if (ready) {

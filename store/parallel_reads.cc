@@ -20,16 +20,19 @@ ParallelReads::~ParallelReads() {
 
 ParallelReads::Split ParallelReads::SplitBatch(const std::vector<uint64_t>& blocks) const {
   Split s;
-  const size_t parts = Parts(blocks.size());
-  std::vector<size_t> order(blocks.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  const size_t n = blocks.size(), parts = Parts(n);
+  std::vector<size_t> order(n);
+  for (size_t i = 0; i < n; ++i) order[i] = i;
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return blocks[a] < blocks[b]; });
-  s.per = (blocks.size() + parts - 1) / parts;
   s.ask.resize(parts);
-  s.at.resize(blocks.size());
-  for (size_t i = 0; i < order.size(); ++i) {
-    s.ask[i / s.per].push_back(blocks[order[i]]);
-    s.at[order[i]] = i;
+  s.at.resize(n);
+  // Part p: sorted positions [p n / parts, (p + 1) n / parts), never empty.
+  for (size_t p = 0; p < parts; ++p) {
+    const size_t begin = p * n / parts, end = (p + 1) * n / parts;
+    for (size_t k = begin; k < end; ++k) {
+      s.ask[p].push_back(blocks[order[k]]);
+      s.at[order[k]] = {p, k - begin};
+    }
   }
   return s;
 }
@@ -42,12 +45,12 @@ Status ParallelReads::MultiGet(const ForestInfo& forest, const std::vector<uint6
   std::vector<std::vector<std::string>> got(parts);
   std::vector<Status> status(parts);
   RunParallel(parts, [&](size_t p) {
-    if (!split.ask[p].empty()) status[p] = store_->MultiGet(forest, split.ask[p], &got[p]);
+    status[p] = store_->MultiGet(forest, split.ask[p], &got[p]);
   });
   for (const Status& s : status) PACSET_RETURN_IF_ERROR(s);
   out->assign(blocks.size(), std::string());
   for (size_t i = 0; i < blocks.size(); ++i)
-    (*out)[i] = std::move(got[split.at[i] / split.per][split.at[i] % split.per]);
+    (*out)[i] = std::move(got[split.at[i].first][split.at[i].second]);
   return Status::Ok();
 }
 
@@ -59,12 +62,12 @@ void ParallelReads::GetMany(const ForestInfo& forest, const std::vector<uint64_t
   std::vector<std::vector<std::string>> got(parts);
   std::vector<std::vector<Status>> got_status(parts);
   RunParallel(parts, [&](size_t p) {
-    if (!split.ask[p].empty()) store_->GetMany(forest, split.ask[p], &got[p], &got_status[p]);
+    store_->GetMany(forest, split.ask[p], &got[p], &got_status[p]);
   });
   out->assign(blocks.size(), std::string());
   status->assign(blocks.size(), Status::Ok());
   for (size_t i = 0; i < blocks.size(); ++i) {
-    const size_t p = split.at[i] / split.per, k = split.at[i] % split.per;
+    const auto [p, k] = split.at[i];
     (*out)[i] = std::move(got[p][k]);
     (*status)[i] = std::move(got_status[p][k]);
   }

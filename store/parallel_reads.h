@@ -1,8 +1,9 @@
 // Many blocks of one forest read as several store calls at once.
 //
-// A dir or RocksDB store reads a MultiGet's blocks one after another (no
-// io_uring in Debian's RocksDB; a pread per block for dir), so a batch of
-// cold blocks waits for one device round trip per block. ParallelReads
+// Without io_uring a dir or RocksDB store reads a MultiGet's blocks one
+// after another (a pread per block), so a batch of cold blocks waits for one
+// device round trip per block; with it, RocksDB still reads a MultiGet in
+// batches of 32 keys, one after another. ParallelReads
 // splits a batch into up to BlockStore::read_parallelism() parts — sorted
 // runs, so neighbouring blocks stay in one call, in file order — read at
 // once on a small pool of threads (the caller's thread takes the first part;
@@ -20,6 +21,7 @@
 #include <functional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "store/block_store.h"
@@ -51,12 +53,12 @@ class ParallelReads {
   // thread included) and waits for all of them.
   void RunParallel(size_t n, const std::function<void(size_t)>& fn) EXCLUDES(mu_);
   void PoolThread() EXCLUDES(mu_);
-  // Splits `blocks` into Parts(size) sorted runs: ask[p] are the blocks of
-  // part p, and block i of the batch is ask[at[i] / per][at[i] % per].
+  // Splits `blocks` into Parts(size) sorted runs of (nearly) equal length,
+  // none empty: ask[p] are the blocks of part p, and block i of the batch is
+  // ask[at[i].first][at[i].second].
   struct Split {
-    size_t per = 0;
     std::vector<std::vector<uint64_t>> ask;
-    std::vector<size_t> at;
+    std::vector<std::pair<size_t, size_t>> at;
   };
   Split SplitBatch(const std::vector<uint64_t>& blocks) const;
 

@@ -411,6 +411,29 @@ def test_forest_files_are_read_only(env):
         assert "rf" in s["forests"] and s["store"] == store
 
 
+def test_the_daemon_lifts_its_open_file_limit_to_the_hard_limit(env):
+    """A RocksDB store keeps every table file open, twice (once for its io_uring
+    reads): the daemon raises its soft limit of descriptors to the hard one, so
+    a large store does not run out at the usual soft limit of 1024."""
+    import resource
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    low = 256
+    assert hard == resource.RLIM_INFINITY or hard > low, f"hard limit {hard}"
+    store = "rocksdb:" + os.path.join(env.tmp, "limits")
+    pacset("import", MODELS["rf"]["pac"], "--name", "rf", "--store", store)
+
+    def lower():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (low, hard))
+    with Mount(ARGS.pacsetfs, store, os.path.join(env.tmp, "mnt"), preexec_fn=lower) as m:
+        with open(f"/proc/{m.proc.pid}/limits") as f:
+            line = next(x for x in f if x.startswith("Max open files"))
+        soft_now = line.split()[3]
+        want = "unlimited" if hard == resource.RLIM_INFINITY else str(hard)
+        assert soft_now == want, line
+        assert predict(os.path.join(m.mp, "rf.pac"), MODELS["one"]) == \
+            predict(MODELS["rf"]["pac"], MODELS["one"])
+
+
 # ---------------------------------------------------------------- runner ---
 
 def main():
