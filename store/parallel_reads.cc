@@ -44,9 +44,8 @@ Status ParallelReads::MultiGet(const ForestInfo& forest, const std::vector<uint6
   Split split = SplitBatch(blocks);
   std::vector<std::vector<std::string>> got(parts);
   std::vector<Status> status(parts);
-  RunParallel(parts, [&](size_t p) {
-    status[p] = store_->MultiGet(forest, split.ask[p], &got[p]);
-  });
+  RunParallel(parts,
+              [&](size_t p) { status[p] = store_->MultiGet(forest, split.ask[p], &got[p]); });
   for (const Status& s : status) PACSET_RETURN_IF_ERROR(s);
   out->assign(blocks.size(), std::string());
   for (size_t i = 0; i < blocks.size(); ++i)
@@ -61,9 +60,8 @@ void ParallelReads::GetMany(const ForestInfo& forest, const std::vector<uint64_t
   Split split = SplitBatch(blocks);
   std::vector<std::vector<std::string>> got(parts);
   std::vector<std::vector<Status>> got_status(parts);
-  RunParallel(parts, [&](size_t p) {
-    store_->GetMany(forest, split.ask[p], &got[p], &got_status[p]);
-  });
+  RunParallel(parts,
+              [&](size_t p) { store_->GetMany(forest, split.ask[p], &got[p], &got_status[p]); });
   out->assign(blocks.size(), std::string());
   status->assign(blocks.size(), Status::Ok());
   for (size_t i = 0; i < blocks.size(); ++i) {

@@ -43,9 +43,8 @@ class UringMultiReadFile final : public rocksdb::FSRandomAccessFileOwnerWrapper 
     for (size_t i = 0; i < n; ++i) {
       if (res[i] < 0) {
         reqs[i].result = rocksdb::Slice();
-        reqs[i].status = rocksdb::IOStatus::IOError("read at offset " +
-                                                    std::to_string(reqs[i].offset) + ": " +
-                                                    std::strerror(-res[i]));
+        reqs[i].status = rocksdb::IOStatus::IOError(
+            "read at offset " + std::to_string(reqs[i].offset) + ": " + std::strerror(-res[i]));
       } else {
         reqs[i].result = rocksdb::Slice(reqs[i].scratch, static_cast<size_t>(res[i]));
         reqs[i].status = rocksdb::IOStatus::OK();
