@@ -4,11 +4,12 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
+#include <climits>
 #include <string>
 #include <vector>
 
 #include "store/internal/file_util.h"
+#include "util/status.h"
 #include "util/uring_reads.h"
 
 namespace pacset {
@@ -32,7 +33,7 @@ class UringMultiReadFile final : public rocksdb::FSRandomAccessFileOwnerWrapper 
     std::vector<char*> bufs(n);
     std::vector<int> res(n);
     for (size_t i = 0; i < n; ++i) {
-      if (reqs[i].scratch == nullptr || reqs[i].len > UINT32_MAX)
+      if (reqs[i].scratch == nullptr || reqs[i].len > static_cast<size_t>(INT32_MAX))
         return target()->MultiRead(reqs, n, options, dbg);
       offsets[i] = reqs[i].offset;
       lens[i] = static_cast<uint32_t>(reqs[i].len);
@@ -44,7 +45,8 @@ class UringMultiReadFile final : public rocksdb::FSRandomAccessFileOwnerWrapper 
       if (res[i] < 0) {
         reqs[i].result = rocksdb::Slice();
         reqs[i].status = rocksdb::IOStatus::IOError(
-            "read at offset " + std::to_string(reqs[i].offset) + ": " + std::strerror(-res[i]));
+            Status::FromErrno("read at offset " + std::to_string(reqs[i].offset), -res[i])
+                .message());
       } else {
         reqs[i].result = rocksdb::Slice(reqs[i].scratch, static_cast<size_t>(res[i]));
         reqs[i].status = rocksdb::IOStatus::OK();
