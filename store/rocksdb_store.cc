@@ -73,7 +73,6 @@
 #include "store/internal/codec.h"
 #include "store/internal/file_util.h"
 #include "store/internal/uring_file_system.h"
-#include "util/uring_reads.h"
 
 namespace pacset {
 namespace store_internal {
@@ -207,7 +206,7 @@ class RocksDbStore final : public BlockStore {
   // 25 ms and 34 ms for 32 parts of preads; 2 and 4 parts: 25-26 ms). Without
   // io_uring RocksDB reads one block after another: 32 parts, like the
   // engine's pread pool (layout/pac_file_source.cc).
-  uint32_t read_parallelism() const override { return UringAvailable() ? 8 : 32; }
+  uint32_t read_parallelism() const override { return env_ != nullptr ? 8 : 32; }
 
   Status PublishWriter(RocksDbWriter* w, ForestInfo info);
   void WriterGone(const std::string& name, uint64_t gen) {
@@ -245,7 +244,9 @@ class RocksDbStore final : public BlockStore {
   const RocksDbTuning tuning_;
   // Table reads of a MultiGet all at once (store/internal/uring_file_system.h).
   const std::unique_ptr<rocksdb::Env> env_ =
-      rocksdb::NewCompositeEnv(NewUringMultiReadFileSystem(rocksdb::FileSystem::Default()));
+      UringMultiReadUsable()
+          ? rocksdb::NewCompositeEnv(NewUringMultiReadFileSystem(rocksdb::FileSystem::Default()))
+          : nullptr;
   rocksdb::ReadOptions read_options_;
   std::unique_ptr<rocksdb::DB> db_;
   PinFiles pins_;
@@ -294,7 +295,7 @@ Status RocksDbWriter::Publish(ForestInfo info) {
 // described at the top of this file.
 rocksdb::Options RocksDbStore::MakeOptions() const {
   rocksdb::Options o;
-  o.env = env_.get();
+  if (env_ != nullptr) o.env = env_.get();
   o.create_if_missing = !options_.read_only;
   o.max_open_files = -1;  // required by secondary instances; keeps table readers open
   // Table files get the kernel's readahead: a forest's blocks are stored in

@@ -87,6 +87,17 @@ class UringMultiReadFileSystem final : public rocksdb::FileSystemWrapper {
 
 }  // namespace
 
+bool UringMultiReadUsable() {
+#if defined(__SANITIZE_THREAD__)
+  return false;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+  return false;
+#endif
+#endif
+  return UringAvailable();
+}
+
 std::shared_ptr<rocksdb::FileSystem> NewUringMultiReadFileSystem(
     const std::shared_ptr<rocksdb::FileSystem>& base) {
   return std::make_shared<UringMultiReadFileSystem>(base);

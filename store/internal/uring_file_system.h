@@ -18,6 +18,13 @@
 namespace pacset {
 namespace store_internal {
 
+// Whether RocksDB stores read through this file system: the kernel allows
+// io_uring, and this is not a ThreadSanitizer build (RocksDB's threads hand
+// these files, and the file system itself, to each other by synchronisation
+// TSan cannot see in Debian's uninstrumented library, as tests/tsan.supp
+// explains: it reported their construction as racing with their use).
+bool UringMultiReadUsable();
+
 std::shared_ptr<rocksdb::FileSystem> NewUringMultiReadFileSystem(
     const std::shared_ptr<rocksdb::FileSystem>& base);
 
