@@ -62,6 +62,10 @@ Status ParseMountOptionString(const std::string& list, MountOptions* o) {
       o->push_blocks = true;
     } else if (key == "no_push_blocks") {
       o->push_blocks = false;
+    } else if (key == "direct_store_reads") {
+      o->direct_store_reads = true;
+    } else if (key == "no_direct_store_reads") {
+      o->direct_store_reads = false;
     } else if (key == "prefetch_bins") {
       o->prefetch_bins = true;
     } else if (key == "readahead") {

@@ -42,11 +42,12 @@ struct MountOptions {
   size_t cache_bytes = 256u << 20;  // daemon block cache bound
   std::string trace_path;           // block-access log; empty: none
   size_t trace_queue_records = 1 << 16;
-  int store_timeout_ms = 10000;  // deadline for one block fetch, retries included
-  int catalog_refresh_ms = 500;  // how often to look for new generations
-  bool push_blocks = true;       // push fetched blocks whole into the page cache
-  bool prefetch_bins = false;    // at open, fetch metadata and bin blocks ahead
-  uint32_t max_readahead = 0;    // kernel readahead in bytes (0: exact page faults)
+  int store_timeout_ms = 10000;    // deadline for one block fetch, retries included
+  int catalog_refresh_ms = 500;    // how often to look for new generations
+  bool push_blocks = true;         // push fetched blocks whole into the page cache
+  bool direct_store_reads = true;  // StoreOptions::direct_reads (no_direct_store_reads)
+  bool prefetch_bins = false;      // at open, fetch metadata and bin blocks ahead
+  uint32_t max_readahead = 0;      // kernel readahead in bytes (0: exact page faults)
   int max_threads = 64;  // FUSE workers: above the engine's 32 blocks in flight (fs/DESIGN.md)
 };
 

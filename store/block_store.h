@@ -105,6 +105,13 @@ struct StoreOptions {
   // rocksdb writers: how long to wait for another writer process (its LOCK)
   // before failing with kUnavailable ("store is busy").
   int busy_timeout_ms = 5000;
+  // Read blocks past the kernel's page cache (O_DIRECT), for a caller that
+  // caches blocks itself (the pacsetfs daemon): no page-cache page is
+  // allocated, filled, copied from and reclaimed per block, and memory is not
+  // spent on a second copy. dir: single blocks whose size is a multiple of
+  // 4 KiB; rocksdb: the table reads of read-only instances. Ignored where
+  // the file system refuses direct I/O.
+  bool direct_reads = false;
 };
 
 struct StoreStats {

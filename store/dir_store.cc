@@ -132,8 +132,9 @@ class DirStore final : public BlockStore {
   // reads further ahead of). Readahead is per open file.
   // A generation file open three ways: `runs` with kernel readahead (a
   // sequential reader's windows), `scattered` without it, and `direct`
-  // with O_DIRECT (not valid where the file system refuses it) for single
-  // blocks whose size is a multiple of kDirectAlign.
+  // with O_DIRECT (StoreOptions::direct_reads; not valid where the file
+  // system refuses it) for single blocks whose size is a multiple of
+  // kDirectAlign.
   struct GenFds {
     UniqueFd runs, scattered, direct;
   };
@@ -447,7 +448,8 @@ StatusOr<std::shared_ptr<DirStore::GenFds>> DirStore::OpenGeneration(const std::
   // mount 26-29 against 32-35 ms, daemon CPU per row ~10% less (fs/DESIGN.md).
   // A file system without direct I/O refuses it at open (EINVAL): the
   // buffered descriptor below then serves.
-  f->direct = UniqueFd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT));
+  if (options_.direct_reads)
+    f->direct = UniqueFd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT));
   // Single blocks without kernel readahead: a batch names exactly the blocks
   // it wants. With readahead, a batch of a few hundred scattered blocks read
   // through io_uring waited 10-18 ms for a few of its reads (one cold row,

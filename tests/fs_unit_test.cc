@@ -392,7 +392,8 @@ TEST(MountOptions, ParsesEveryOptionAndSize) {
   MountOptions o;
   ASSERT_TRUE(ParseMountOptionString(
                   "ro,allow_other,cache_size=64M,trace=/t,store_timeout=2500,catalog_refresh=5,"
-                  "no_push_blocks,prefetch_bins,readahead=128K,threads=4000,no_auto_unmount,"
+                  "no_push_blocks,no_direct_store_reads,prefetch_bins,readahead=128K,threads=4000,"
+                  "no_auto_unmount,"
                   "password_file=/etc/pw,store=redis://h:1",
                   &o)
                   .ok());
@@ -403,6 +404,7 @@ TEST(MountOptions, ParsesEveryOptionAndSize) {
   EXPECT_EQ(o.store_timeout_ms, 2500);
   EXPECT_EQ(o.catalog_refresh_ms, 10);  // floor
   EXPECT_FALSE(o.push_blocks);
+  EXPECT_FALSE(o.direct_store_reads);
   EXPECT_TRUE(o.prefetch_bins);
   EXPECT_EQ(o.max_readahead, 128u << 10);
   EXPECT_EQ(o.max_threads, 1024);  // ceiling

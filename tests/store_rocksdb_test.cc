@@ -11,6 +11,7 @@
 
 #include "store/block_store.h"
 #include "store/internal/uring_file_system.h"
+#include "testkit/page_cache.h"
 #include "testkit/store_test_util.h"
 #include "util/uring_reads.h"
 
@@ -198,6 +199,71 @@ TEST(RocksDbStore, AMultiGetReadsItsBlocksWithoutAReadCallPerBlock) {
   ASSERT_EQ(out.size(), kBlocks);
   for (uint64_t i = 0; i < kBlocks; ++i) ASSERT_EQ(out[i], MakeBlock(4096, i, gen)) << i;
   EXPECT_LT(calls, kBlocks / 4) << calls << " read calls for " << kBlocks << " blocks";
+}
+
+// The table files of a store, out of the page cache; false (the caller
+// skips) where pages stay resident (tmpfs) or O_DIRECT is refused.
+bool EvictTables(const std::string& dir, std::vector<std::string>* tables) {
+  tables->clear();
+  auto names = store_internal::ListDir(dir);
+  if (!names.ok()) return false;
+  for (const std::string& n : *names)
+    if (n.size() > 4 && n.compare(n.size() - 4, 4, ".sst") == 0) tables->push_back(dir + "/" + n);
+  for (const std::string& t : *tables)
+    if (!store_test::DirectReadsWork(t) || !store_test::EvictFromPageCache(t)) return false;
+  return !tables->empty();
+}
+
+size_t ResidentTablePages(const std::vector<std::string>& tables) {
+  size_t n = 0;
+  for (const std::string& t : tables) n += store_test::CountResident(store_test::ResidentPages(t));
+  return n;
+}
+
+// A reader that asks for direct reads (the daemon) leaves the table files out
+// of the page cache, and its MultiGet still reads a batch through one
+// io_uring (RocksDB aligns the reads for O_DIRECT); one that does not reads
+// them into the page cache.
+TEST(RocksDbStore, AReaderWithDirectReadsLeavesTheTableFilesOutOfThePageCache) {
+  TempDir tmp;
+  const std::string dir = tmp.path() + "/store";
+  constexpr uint64_t kBlocks = 256;
+  uint64_t gen = 0;
+  {
+    auto writer = OpenBlockStore("rocksdb:" + dir, Opts(false));
+    ASSERT_TRUE(writer.ok()) << writer.status().ToString();
+    ASSERT_TRUE(WriteForest(**writer, "model", 4096, kBlocks, &gen).ok());
+  }
+  std::vector<uint64_t> want;  // scattered: every 7th block, from the end
+  for (uint64_t b = kBlocks; b-- > 0;)
+    if (b % 7 == 3) want.push_back(b);
+  for (bool direct : {true, false}) {
+    SCOPED_TRACE(direct ? "direct reads" : "through the page cache");
+    std::vector<std::string> tables;
+    if (!EvictTables(dir, &tables)) GTEST_SKIP() << "no O_DIRECT, or pages stay resident here";
+    StoreOptions o = Opts(true);
+    o.rocksdb_block_cache_bytes = 0;
+    o.direct_reads = direct;
+    auto reader = OpenBlockStore("rocksdb:" + dir, o);
+    ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+    auto info = (*reader)->Lookup("model");
+    ASSERT_TRUE(info.ok()) << info.status().ToString();
+    std::vector<std::string> out;
+    const uint64_t before = ReadCalls();
+    ASSERT_TRUE((*reader)->MultiGet(*info, want, &out).ok());
+    const uint64_t calls = ReadCalls() - before;
+    ASSERT_EQ(out.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i)
+      ASSERT_EQ(out[i], MakeBlock(4096, want[i], gen)) << want[i];
+    if (direct) {
+      EXPECT_EQ(ResidentTablePages(tables), 0u);
+      if (store_internal::UringMultiReadUsable()) {
+        EXPECT_LT(calls, want.size() / 4) << calls << " read calls for " << want.size();
+      }
+    } else {
+      EXPECT_GE(ResidentTablePages(tables), want.size());
+    }
+  }
 }
 
 // The file system's MultiRead on its own, on a file of random bytes: every

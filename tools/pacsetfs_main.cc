@@ -89,10 +89,10 @@ int main(int argc, char** argv) {
   app.footer(
       "Also: pacsetfs SOURCE MOUNTPOINT -o opts   (mount -t fuse.pacsetfs, /etc/fstab)\n"
       "Mount options (-o): ro, allow_other, cache_size=SIZE, trace=FILE, store_timeout=MS,\n"
-      "  catalog_refresh=MS, no_push_blocks, prefetch_bins, readahead=BYTES, threads=N,\n"
-      "  password_file=PATH, no_auto_unmount, debug; dev, suid, nofail, _netdev, defaults\n"
-      "  are ignored. A redis password: $REDISCLI_AUTH or password_file=PATH keep it off\n"
-      "  command lines.");
+      "  catalog_refresh=MS, no_push_blocks, no_direct_store_reads, prefetch_bins,\n"
+      "  readahead=BYTES, threads=N, password_file=PATH, no_auto_unmount, debug; dev, suid,\n"
+      "  nofail, _netdev, defaults are ignored. A redis password: $REDISCLI_AUTH or\n"
+      "  password_file=PATH keep it off command lines.");
 
   pacset::MountOptions mopts;
   std::string mount_o, cache_size;

@@ -72,13 +72,15 @@ class UringMultiReadFileSystem final : public rocksdb::FileSystemWrapper {
     std::unique_ptr<rocksdb::FSRandomAccessFile> base;
     rocksdb::IOStatus s = target()->NewRandomAccessFile(path, options, &base, dbg);
     if (!s.ok()) return s;
-    // Direct I/O wants aligned buffers that RocksDB's MultiRead arranges for
-    // its own files; leave those to them.
+    // With direct reads RocksDB aligns each request's offset, length and
+    // buffer (RandomAccessFileReader::MultiRead) before it gets here, so the
+    // second descriptor is opened with O_DIRECT too.
     UniqueFd fd;
-    if (!options.use_direct_reads && UringAvailable()) {
-      fd = UniqueFd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+    if (UringAvailable()) {
+      const int direct = options.use_direct_reads ? O_DIRECT : 0;
+      fd = UniqueFd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | direct));
       // The reads name exactly the blocks they want: no kernel readahead.
-      if (fd.valid()) (void)posix_fadvise(fd.get(), 0, 0, POSIX_FADV_RANDOM);
+      if (fd.valid() && !direct) (void)posix_fadvise(fd.get(), 0, 0, POSIX_FADV_RANDOM);
     }
     *result = std::make_unique<UringMultiReadFile>(std::move(base), std::move(fd));
     return rocksdb::IOStatus::OK();
