@@ -302,9 +302,9 @@ Status RunMount(const MountOptions& in) {
   // One store call must fit well inside the fetch deadline.
   so.io_timeout_ms = std::clamp(opts.store_timeout_ms / 2, 100, 5000);
   so.connect_timeout_ms = so.io_timeout_ms;
-  // The daemon caches verified blocks itself (and the kernel the table
-  // files): a RocksDB block cache would hold a third copy of each, and would
-  // keep a `drop` from making a forest cold.
+  // The daemon caches verified blocks itself: a RocksDB block cache would
+  // hold another copy of each, and would keep a `drop` from making a forest
+  // cold.
   so.rocksdb_block_cache_bytes = 0;
   // Nor the page cache the store's files: blocks read past it
   // (StoreOptions::direct_reads; fs/DESIGN.md, "Many reads at once").

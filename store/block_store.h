@@ -109,8 +109,10 @@ struct StoreOptions {
   // caches blocks itself (the pacsetfs daemon): no page-cache page is
   // allocated, filled, copied from and reclaimed per block, and memory is not
   // spent on a second copy. dir: single blocks whose size is a multiple of
-  // 4 KiB; rocksdb: the table reads of read-only instances. Ignored where
-  // the file system refuses direct I/O.
+  // 4 KiB; rocksdb: a read-only instance's MultiGet batches of scattered
+  // blocks (store/internal/uring_file_system.h). Runs of adjacent blocks (a
+  // sequential reader's) still go through the page cache and its readahead.
+  // Ignored where the file system refuses direct I/O.
   bool direct_reads = false;
 };
 

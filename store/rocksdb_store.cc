@@ -245,7 +245,8 @@ class RocksDbStore final : public BlockStore {
   // Table reads of a MultiGet all at once (store/internal/uring_file_system.h).
   const std::unique_ptr<rocksdb::Env> env_ =
       UringMultiReadUsable()
-          ? rocksdb::NewCompositeEnv(NewUringMultiReadFileSystem(rocksdb::FileSystem::Default()))
+          ? rocksdb::NewCompositeEnv(NewUringMultiReadFileSystem(
+                rocksdb::FileSystem::Default(), options_.read_only&& options_.direct_reads))
           : nullptr;
   rocksdb::ReadOptions read_options_;
   std::unique_ptr<rocksdb::DB> db_;
@@ -291,13 +292,6 @@ Status RocksDbWriter::Publish(ForestInfo info) {
   return store_->PublishWriter(this, std::move(info));
 }
 
-// True when the file system holding `dir` (a store with a CURRENT file) reads
-// with O_DIRECT; tmpfs before Linux 6.6, for one, refuses it.
-bool DirectReadsWork(const std::string& dir) {
-  UniqueFd fd(::open((dir + "/CURRENT").c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_DIRECT));
-  return fd.valid();
-}
-
 // The tuning defaults (store/internal/backends.h) are the measured choice
 // described at the top of this file.
 rocksdb::Options RocksDbStore::MakeOptions() const {
@@ -310,13 +304,6 @@ rocksdb::Options RocksDbStore::MakeOptions() const {
   // brings its neighbours (bench/cold_bench.py --mount, 2026-12-01: median
   // cold fetch 250 us -> 10 us through pacsetfs, one row 85-95 -> 56-66 ms).
   o.advise_random_on_open = false;
-  // A caller that caches blocks itself (the daemon) reads table files past
-  // the page cache (StoreOptions::direct_reads), where the file system allows
-  // it: RocksDB aligns each read, and a MultiGet's aligned reads still go
-  // through one io_uring (store/internal/uring_file_system.h). One cold row
-  // through a running mount: 23.5-25.0 ms against 26.2-27.6 with the page
-  // cache (6 runs x 3 alternating; fs/DESIGN.md, "Many reads at once").
-  o.use_direct_reads = options_.read_only && options_.direct_reads && DirectReadsWork(path_);
   o.max_background_jobs = 2;
   o.write_buffer_size = 64u << 20;
   o.max_write_buffer_number = 3;

@@ -3,9 +3,13 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <cstdlib>
+#include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "store/internal/file_util.h"
@@ -16,30 +20,34 @@ namespace pacset {
 namespace store_internal {
 namespace {
 
+// Offset, length and memory alignment of direct reads: a multiple of every
+// logical sector size up to 4 KiB.
+constexpr uint64_t kDirectAlign = 4096;
+
+uint64_t AlignDown(uint64_t x) { return x / kDirectAlign * kDirectAlign; }
+uint64_t AlignUp(uint64_t x) { return AlignDown(x + kDirectAlign - 1); }
+
 class UringMultiReadFile final : public rocksdb::FSRandomAccessFileOwnerWrapper {
  public:
   // `fd`: the same file, opened again (RocksDB's own descriptor is private
-  // to its file object).
-  UringMultiReadFile(std::unique_ptr<rocksdb::FSRandomAccessFile> base, UniqueFd fd)
-      : FSRandomAccessFileOwnerWrapper(std::move(base)), fd_(std::move(fd)) {}
+  // to its file object); `direct_fd`: once more with O_DIRECT, or not valid.
+  UringMultiReadFile(std::unique_ptr<rocksdb::FSRandomAccessFile> base, UniqueFd fd,
+                     UniqueFd direct_fd)
+      : FSRandomAccessFileOwnerWrapper(std::move(base)),
+        fd_(std::move(fd)),
+        direct_fd_(std::move(direct_fd)) {}
 
   rocksdb::IOStatus MultiRead(rocksdb::FSReadRequest* reqs, size_t n,
                               const rocksdb::IOOptions& options,
                               rocksdb::IODebugContext* dbg) override {
     if (n <= 1 || !fd_.valid()) return target()->MultiRead(reqs, n, options, dbg);
-    std::vector<int> fds(n, fd_.get());
-    std::vector<uint64_t> offsets(n);
-    std::vector<uint32_t> lens(n);
-    std::vector<char*> bufs(n);
-    std::vector<int> res(n);
     for (size_t i = 0; i < n; ++i) {
-      if (reqs[i].scratch == nullptr || reqs[i].len > static_cast<size_t>(INT32_MAX))
+      if (reqs[i].scratch == nullptr || reqs[i].len > static_cast<size_t>(INT32_MAX) / 2)
         return target()->MultiRead(reqs, n, options, dbg);
-      offsets[i] = reqs[i].offset;
-      lens[i] = static_cast<uint32_t>(reqs[i].len);
-      bufs[i] = reqs[i].scratch;
     }
-    if (!UringReadAll(fds.data(), offsets.data(), lens.data(), bufs.data(), n, res.data()))
+    std::vector<int> res(n);
+    if (!(direct_fd_.valid() && ReadDirect(reqs, n, res.data())) &&
+        !ReadBuffered(reqs, n, res.data()))
       return target()->MultiRead(reqs, n, options, dbg);
     for (size_t i = 0; i < n; ++i) {
       if (res[i] < 0) {
@@ -56,13 +64,71 @@ class UringMultiReadFile final : public rocksdb::FSRandomAccessFileOwnerWrapper 
   }
 
  private:
+  // Every request into its own buffer through the page cache.
+  bool ReadBuffered(rocksdb::FSReadRequest* reqs, size_t n, int* res) {
+    std::vector<int> fds(n, fd_.get());
+    std::vector<uint64_t> offsets(n);
+    std::vector<uint32_t> lens(n);
+    std::vector<char*> bufs(n);
+    for (size_t i = 0; i < n; ++i) {
+      offsets[i] = reqs[i].offset;
+      lens[i] = static_cast<uint32_t>(reqs[i].len);
+      bufs[i] = reqs[i].scratch;
+    }
+    return UringReadAll(fds.data(), offsets.data(), lens.data(), bufs.data(), n, res);
+  }
+
+  // A batch of scattered requests past the page cache: each one's aligned
+  // span read with O_DIRECT into one aligned buffer, then copied out. False
+  // (the caller reads through the page cache) when two spans touch (a
+  // sequential reader's blocks: the page cache and its readahead serve
+  // those better) or a direct read fails.
+  bool ReadDirect(rocksdb::FSReadRequest* reqs, size_t n, int* res) {
+    std::vector<std::pair<uint64_t, uint64_t>> spans(n);  // aligned [begin, end)
+    uint64_t total = 0;
+    for (size_t i = 0; i < n; ++i) {
+      spans[i] = {AlignDown(reqs[i].offset), AlignUp(reqs[i].offset + reqs[i].len)};
+      total += spans[i].second - spans[i].first;
+    }
+    std::vector<std::pair<uint64_t, uint64_t>> sorted = spans;
+    std::sort(sorted.begin(), sorted.end());
+    for (size_t i = 1; i < n; ++i)
+      if (sorted[i].first <= sorted[i - 1].second) return false;
+    std::unique_ptr<char, decltype(&std::free)> buf(
+        static_cast<char*>(std::aligned_alloc(kDirectAlign, total)), &std::free);
+    if (!buf) return false;
+    std::vector<int> fds(n, direct_fd_.get());
+    std::vector<uint64_t> offsets(n);
+    std::vector<uint32_t> lens(n);
+    std::vector<char*> bufs(n);
+    uint64_t at = 0;
+    for (size_t i = 0; i < n; ++i) {
+      offsets[i] = spans[i].first;
+      lens[i] = static_cast<uint32_t>(spans[i].second - spans[i].first);
+      bufs[i] = buf.get() + at;
+      at += lens[i];
+    }
+    if (!UringReadAll(fds.data(), offsets.data(), lens.data(), bufs.data(), n, res)) return false;
+    for (size_t i = 0; i < n; ++i) {
+      if (res[i] < 0) return false;
+      // Bytes of the request within what was read (short at the end of the file).
+      const uint64_t skip = reqs[i].offset - offsets[i];
+      const uint64_t got = static_cast<uint64_t>(res[i]) > skip ? res[i] - skip : 0;
+      const size_t len = static_cast<size_t>(std::min<uint64_t>(got, reqs[i].len));
+      std::memcpy(reqs[i].scratch, bufs[i] + skip, len);
+      res[i] = static_cast<int>(len);
+    }
+    return true;
+  }
+
   UniqueFd fd_;
+  UniqueFd direct_fd_;
 };
 
 class UringMultiReadFileSystem final : public rocksdb::FileSystemWrapper {
  public:
-  explicit UringMultiReadFileSystem(const std::shared_ptr<rocksdb::FileSystem>& base)
-      : FileSystemWrapper(base) {}
+  UringMultiReadFileSystem(const std::shared_ptr<rocksdb::FileSystem>& base, bool direct_reads)
+      : FileSystemWrapper(base), direct_reads_(direct_reads) {}
   const char* Name() const override { return "PacsetUringMultiRead"; }
 
   rocksdb::IOStatus NewRandomAccessFile(const std::string& path,
@@ -72,19 +138,22 @@ class UringMultiReadFileSystem final : public rocksdb::FileSystemWrapper {
     std::unique_ptr<rocksdb::FSRandomAccessFile> base;
     rocksdb::IOStatus s = target()->NewRandomAccessFile(path, options, &base, dbg);
     if (!s.ok()) return s;
-    // With direct reads RocksDB aligns each request's offset, length and
-    // buffer (RandomAccessFileReader::MultiRead) before it gets here, so the
-    // second descriptor is opened with O_DIRECT too.
-    UniqueFd fd;
+    UniqueFd fd, direct_fd;
     if (UringAvailable()) {
-      const int direct = options.use_direct_reads ? O_DIRECT : 0;
-      fd = UniqueFd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | direct));
+      fd = UniqueFd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
       // The reads name exactly the blocks they want: no kernel readahead.
-      if (fd.valid() && !direct) (void)posix_fadvise(fd.get(), 0, 0, POSIX_FADV_RANDOM);
+      if (fd.valid()) (void)posix_fadvise(fd.get(), 0, 0, POSIX_FADV_RANDOM);
+      // Refused (EINVAL) where the file system has no direct I/O.
+      if (fd.valid() && direct_reads_)
+        direct_fd = UniqueFd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_DIRECT));
     }
-    *result = std::make_unique<UringMultiReadFile>(std::move(base), std::move(fd));
+    *result =
+        std::make_unique<UringMultiReadFile>(std::move(base), std::move(fd), std::move(direct_fd));
     return rocksdb::IOStatus::OK();
   }
+
+ private:
+  const bool direct_reads_;
 };
 
 }  // namespace
@@ -101,8 +170,8 @@ bool UringMultiReadUsable() {
 }
 
 std::shared_ptr<rocksdb::FileSystem> NewUringMultiReadFileSystem(
-    const std::shared_ptr<rocksdb::FileSystem>& base) {
-  return std::make_shared<UringMultiReadFileSystem>(base);
+    const std::shared_ptr<rocksdb::FileSystem>& base, bool direct_reads) {
+  return std::make_shared<UringMultiReadFileSystem>(base, direct_reads);
 }
 
 }  // namespace store_internal
