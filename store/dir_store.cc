@@ -39,9 +39,6 @@ std::string DirGenerationFile(const std::string& name, uint64_t gen) {
 namespace {
 
 constexpr char kPendingSuffix[] = ".pac.pending";
-// Offset, length and memory alignment of direct (O_DIRECT) reads: a
-// multiple of every logical sector size up to 4 KiB.
-constexpr uint64_t kDirectAlign = 4096;
 
 bool EndsWith(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() &&
@@ -126,15 +123,13 @@ class DirStore final : public BlockStore {
       return Status::NotSupported("store dir:" + root_ + " was opened read-only");
     return Status::Ok();
   }
-  // A generation file, open twice: `scattered` without kernel readahead
-  // for single blocks anywhere in the file, `runs` with it for runs of
-  // adjacent blocks (a sequential reader's windows, which the kernel then
-  // reads further ahead of). Readahead is per open file.
-  // A generation file open three ways: `runs` with kernel readahead (a
-  // sequential reader's windows), `scattered` without it, and `direct`
-  // with O_DIRECT (StoreOptions::direct_reads; not valid where the file
-  // system refuses it) for single blocks whose size is a multiple of
-  // kDirectAlign.
+  // A generation file, open up to three times: `scattered` without kernel
+  // readahead for single blocks anywhere in the file, `runs` with it for runs
+  // of adjacent blocks (a sequential reader's windows, which the kernel then
+  // reads further ahead of; readahead is per open file), and `direct` with
+  // O_DIRECT (StoreOptions::direct_reads; not valid where the file system
+  // refuses it) for single blocks whose size is a multiple of
+  // kDirectReadAlign.
   struct GenFds {
     UniqueFd runs, scattered, direct;
   };
@@ -487,9 +482,9 @@ Status DirStore::ReadBlocks(const ForestInfo& forest, const std::vector<uint64_t
   }
   // A single block is read straight into its string (through O_DIRECT: into
   // an aligned buffer, then copied); a longer run into one buffer, then split.
-  const bool direct = file->direct.valid() && bs % kDirectAlign == 0;
+  const bool direct = file->direct.valid() && bs % kDirectReadAlign == 0;
   std::unique_ptr<char, decltype(&std::free)> aligned(
-      direct ? static_cast<char*>(std::aligned_alloc(kDirectAlign, runs.size() * bs)) : nullptr,
+      direct ? static_cast<char*>(std::aligned_alloc(kDirectReadAlign, runs.size() * bs)) : nullptr,
       &std::free);
   if (direct && !aligned) return Status::ResourceExhausted("out of memory for a block batch");
   std::vector<std::string> bufs_of_runs(runs.size());

@@ -52,6 +52,11 @@ using ::pacset::ReadWholeFile;
 
 Status FsyncFd(int fd, const std::string& what);
 
+// Offset, length and memory alignment of the backends' direct (O_DIRECT)
+// reads (StoreOptions::direct_reads): a multiple of every logical sector
+// size up to 4 KiB.
+constexpr uint64_t kDirectReadAlign = 4096;
+
 // mkdir -p; an existing directory is fine, an existing non-directory is not.
 Status MakeDirs(const std::string& path);
 bool IsDirectory(const std::string& path);

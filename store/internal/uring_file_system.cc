@@ -20,12 +20,8 @@ namespace pacset {
 namespace store_internal {
 namespace {
 
-// Offset, length and memory alignment of direct reads: a multiple of every
-// logical sector size up to 4 KiB.
-constexpr uint64_t kDirectAlign = 4096;
-
-uint64_t AlignDown(uint64_t x) { return x / kDirectAlign * kDirectAlign; }
-uint64_t AlignUp(uint64_t x) { return AlignDown(x + kDirectAlign - 1); }
+uint64_t AlignDown(uint64_t x) { return x / kDirectReadAlign * kDirectReadAlign; }
+uint64_t AlignUp(uint64_t x) { return AlignDown(x + kDirectReadAlign - 1); }
 
 class UringMultiReadFile final : public rocksdb::FSRandomAccessFileOwnerWrapper {
  public:
@@ -95,7 +91,7 @@ class UringMultiReadFile final : public rocksdb::FSRandomAccessFileOwnerWrapper 
     for (size_t i = 1; i < n; ++i)
       if (sorted[i].first <= sorted[i - 1].second) return false;
     std::unique_ptr<char, decltype(&std::free)> buf(
-        static_cast<char*>(std::aligned_alloc(kDirectAlign, total)), &std::free);
+        static_cast<char*>(std::aligned_alloc(kDirectReadAlign, total)), &std::free);
     if (!buf) return false;
     std::vector<int> fds(n, direct_fd_.get());
     std::vector<uint64_t> offsets(n);
