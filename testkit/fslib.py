@@ -80,6 +80,48 @@ def abort_fuse_connection(path):
         return False
 
 
+def resident_pages(path):
+    """Whether each page of the file at `path` is in the page cache (mincore
+    of a shared read-only mapping, which touches no page)."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_long]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
+    size = os.path.getsize(path)
+    if size == 0:
+        return []
+    page = os.sysconf("SC_PAGE_SIZE")
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    try:
+        addr = libc.mmap(None, size, 1, 1, fd, 0)  # PROT_READ, MAP_SHARED
+        if addr in (None, ctypes.c_void_p(-1).value):
+            raise OSError(ctypes.get_errno(), "mmap " + path)
+        try:
+            vec = ctypes.create_string_buffer((size + page - 1) // page)
+            if libc.mincore(addr, size, vec) != 0:
+                raise OSError(ctypes.get_errno(), "mincore " + path)
+            return [b & 1 == 1 for b in vec.raw]
+        finally:
+            libc.munmap(addr, size)
+    finally:
+        os.close(fd)
+
+
+def evict_from_page_cache(path):
+    """Writes the file back and drops its pages; True if none stays resident
+    (on tmpfs they do)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    try:
+        os.fdatasync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+    return not any(resident_pages(path))
+
+
 def free_port():
     s = socket.socket()
     s.bind(("127.0.0.1", 0))

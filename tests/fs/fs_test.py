@@ -434,6 +434,42 @@ def test_the_daemon_lifts_its_open_file_limit_to_the_hard_limit(env):
             predict(MODELS["rf"]["pac"], MODELS["one"])
 
 
+def test_the_daemon_reads_scattered_blocks_past_the_page_cache_unless_told_not_to(env):
+    """The daemon caches blocks itself, so by default it reads a dir store's
+    scattered blocks with O_DIRECT: they do not land in the page cache a second
+    time; with -o no_direct_store_reads they do. Either way the bytes are the
+    forest's."""
+    import glob
+    store = env.store("dir")
+    pacset("import", MODELS["rf"]["pac"], "--name", "rf", "--store", store)
+    (gen_file,) = glob.glob(os.path.join(store[len("dir:"):], "forests", "rf", "*.pac"))
+    with open(MODELS["rf"]["pac"], "rb") as f:
+        local = f.read()
+    bs = 4096
+    nblocks = len(local) // bs
+    blocks = [nblocks * k // 9 for k in range(1, 9)]  # far apart: single-block reads
+    for options, direct in (("", True), ("no_direct_store_reads", False)):
+        try:
+            fd = os.open(gen_file, os.O_RDONLY | os.O_DIRECT)
+            os.close(fd)
+        except OSError:
+            print("  skipped: the file system refuses O_DIRECT")
+            return
+        if not fslib.evict_from_page_cache(gen_file):
+            print("  skipped: the file system keeps its pages resident")
+            return
+        with Mount(ARGS.pacsetfs, store, os.path.join(env.tmp, "mnt"), options=options) as m:
+            fd = os.open(os.path.join(m.mp, "rf.pac"), os.O_RDONLY)
+            try:
+                for b in blocks:
+                    assert os.pread(fd, bs, b * bs) == local[b * bs:(b + 1) * bs], (options, b)
+            finally:
+                os.close(fd)
+            resident = fslib.resident_pages(gen_file)
+            got = [resident[b] for b in blocks]
+            assert got == [not direct] * len(blocks), (options or "default", got)
+
+
 # ---------------------------------------------------------------- runner ---
 
 def main():
