@@ -306,8 +306,9 @@ Status RunMount(const MountOptions& in) {
   // hold another copy of each, and would keep a `drop` from making a forest
   // cold.
   so.rocksdb_block_cache_bytes = 0;
-  // Nor the page cache the store's files: blocks read past it
-  // (StoreOptions::direct_reads; fs/DESIGN.md, "Many reads at once").
+  // Nor need the page cache hold the store's files: scattered blocks are read
+  // past it (StoreOptions::direct_reads; fs/DESIGN.md, "Store reads past the
+  // page cache").
   so.direct_reads = opts.direct_store_reads;
   if (!opts.password_file.empty()) {
     PACSET_ASSIGN_OR_RETURN(so.password, ReadPasswordFile(opts.password_file));

@@ -246,7 +246,7 @@ class RocksDbStore final : public BlockStore {
   const std::unique_ptr<rocksdb::Env> env_ =
       UringMultiReadUsable()
           ? rocksdb::NewCompositeEnv(NewUringMultiReadFileSystem(
-                rocksdb::FileSystem::Default(), options_.read_only&& options_.direct_reads))
+                rocksdb::FileSystem::Default(), (options_.read_only && options_.direct_reads)))
           : nullptr;
   rocksdb::ReadOptions read_options_;
   std::unique_ptr<rocksdb::DB> db_;
