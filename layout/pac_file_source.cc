@@ -52,35 +52,97 @@
 namespace pacset {
 namespace {
 
-// Copies of the blocks that arrived at a fetcher's last Wait
-// (BlockFetcher::Arrived): a walk reads a block it just fetched from here,
-// not through the mapping, whose first touch of each page is a page fault.
+// Buffers for the thread pool's jobs, each with room for one job's blocks
+// (a gather's, or one block), kept for the next jobs with their pages
+// touched. A gather's 128 KiB freshly allocated cost 32 page faults to fill
+// and, once freed, an unmap with a TLB shootdown (0.6 ms seen here); a cold
+// row through a mount is ~30 gathers. Thread-safe.
+class BufferPool {
+ public:
+  using Buffer = std::unique_ptr<char[]>;
+  BufferPool(uint64_t bytes, size_t keep) : bytes_(bytes), keep_(keep) {}
+  // A kept buffer, or a new one (zeroed: its pages exist before a read).
+  Buffer Take() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!free_.empty()) {
+        Buffer b = std::move(free_.back());
+        free_.pop_back();
+        return b;
+      }
+    }
+    return std::make_unique<char[]>(bytes_);
+  }
+  void Give(Buffer b) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (b && free_.size() < keep_) free_.push_back(std::move(b));
+  }
+  uint64_t bytes() const { return bytes_; }
+
+ private:
+  const uint64_t bytes_;
+  const size_t keep_;
+  std::mutex mu_;
+  std::vector<Buffer> free_;  // guarded by mu_
+};
+
+// The blocks that arrived at a fetcher's last Wait (BlockFetcher::Arrived):
+// a walk reads a block it just fetched from here, not through the mapping,
+// whose first touch of each page is a page fault. Blocks are copied in
+// (Add: a ring reuses its buffers) or arrive in the buffers they were read
+// into (Adopt: the thread pool's), which go back to their pool at Clear.
 class ArrivedBlocks {
  public:
-  // Room for `capacity` blocks now, its pages touched (zeroed): filling
+  // Room for `capacity` copies now, its pages touched (zeroed): filling
   // fresh pages a cold request's first wait faulted in took ~1 ms here.
-  ArrivedBlocks(uint32_t block_size, uint32_t capacity)
-      : bs_(block_size), bytes_(uint64_t{capacity} * block_size) {
+  // Adopted buffers go back to `pool`.
+  ArrivedBlocks(uint32_t block_size, uint32_t capacity, BufferPool* pool = nullptr)
+      : bs_(block_size), pool_(pool), bytes_(uint64_t{capacity} * block_size) {
+    copies_.reserve(capacity);
     index_.reserve(capacity);
   }
-  void Clear() { index_.clear(); }
+  ~ArrivedBlocks() { Clear(); }
+  ArrivedBlocks(const ArrivedBlocks&) = delete;
+  ArrivedBlocks& operator=(const ArrivedBlocks&) = delete;
+
+  void Clear() {
+    copies_.clear();
+    index_.clear();
+    for (BufferPool::Buffer& b : adopted_) pool_->Give(std::move(b));
+    adopted_.clear();
+  }
   void Add(uint64_t b, const char* block) {
-    const uint64_t at = index_.size() * bs_;
+    const uint64_t at = copies_.size() * bs_;
     if (at + bs_ > bytes_.size()) bytes_.resize(std::max<uint64_t>(at + bs_, 2 * bytes_.size()));
     std::memcpy(bytes_.data() + at, block, bs_);
-    index_.emplace_back(b, at);
+    copies_.emplace_back(b, at);
   }
-  // After the last Add of a Wait; Find is valid from then on.
-  void Seal() { std::sort(index_.begin(), index_.end()); }
+  // Blocks at the given addresses, all inside `buffers` (from the pool),
+  // which this keeps until Clear.
+  void Adopt(const std::vector<std::pair<uint64_t, const char*>>& blocks,
+             std::vector<BufferPool::Buffer>* buffers) {
+    index_.insert(index_.end(), blocks.begin(), blocks.end());
+    for (BufferPool::Buffer& b : *buffers) adopted_.push_back(std::move(b));
+    buffers->clear();
+  }
+  // After the last Add or Adopt of a Wait; Find is valid from then on.
+  void Seal() {
+    for (const auto& [b, at] : copies_) index_.emplace_back(b, bytes_.data() + at);
+    std::sort(index_.begin(), index_.end());
+  }
   const char* Find(uint64_t b) const {
-    auto it = std::lower_bound(index_.begin(), index_.end(), std::pair<uint64_t, uint64_t>{b, 0});
-    return it != index_.end() && it->first == b ? bytes_.data() + it->second : nullptr;
+    auto it = std::lower_bound(index_.begin(), index_.end(),
+                               std::pair<uint64_t, const char*>{b, nullptr});
+    return it != index_.end() && it->first == b ? it->second : nullptr;
   }
 
  private:
   const uint32_t bs_;
-  std::vector<std::pair<uint64_t, uint64_t>> index_;  // (block, offset in bytes_)
+  BufferPool* const pool_;
+  std::vector<std::pair<uint64_t, uint64_t>> copies_;  // (block, offset in bytes_)
   std::vector<char> bytes_;
+  std::vector<BufferPool::Buffer> adopted_;
+  std::vector<std::pair<uint64_t, const char*>> index_;  // sorted at Seal
 };
 
 // Which blocks of a mapped file were in the page cache when a request first
@@ -140,36 +202,26 @@ class ResidencySnapshot {
   std::unordered_map<uint64_t, std::vector<uint64_t>> windows_;
 };
 
-// Results of one fetcher's reads, with the bytes of each block read.
+// Results of one fetcher's reads, in the buffers they were read into.
 // Shared with the I/O threads, so a fetcher can go away while its reads are
 // still running.
 class Completions {
  public:
   explicit Completions(uint32_t block_size) : bs_(block_size) {}
-  void Done(uint64_t block, Status s, const char* bytes) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (s.ok()) {
-      arrived_.push_back(block);
-      bytes_.insert(bytes_.end(), bytes, bytes + bs_);
-    } else if (error_.ok()) {
-      error_ = std::move(s);
-    }
-    cv_.notify_one();
-  }
 
-  // Done for blocks[i] with status[i] and bytes at bytes + i * block_size,
-  // under one lock and one wake-up.
-  void DoneMany(const std::vector<uint64_t>& blocks, std::vector<Status>* status,
-                const char* bytes) {
+  // The blocks of one job with status[i], block i read into `buf` at
+  // i * block_size: under one lock and one wake-up.
+  void Done(const std::vector<uint64_t>& blocks, std::vector<Status>* status,
+            BufferPool::Buffer buf) {
     std::lock_guard<std::mutex> lock(mu_);
     for (size_t i = 0; i < blocks.size(); ++i) {
       if ((*status)[i].ok()) {
-        arrived_.push_back(blocks[i]);
-        bytes_.insert(bytes_.end(), bytes + i * bs_, bytes + (i + 1) * bs_);
+        arrived_.emplace_back(blocks[i], buf.get() + i * bs_);
       } else if (error_.ok()) {
         error_ = std::move((*status)[i]);
       }
     }
+    bufs_.push_back(std::move(buf));
     cv_.notify_one();
   }
 
@@ -177,10 +229,9 @@ class Completions {
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait(lock, [&] { return !arrived_.empty() || !error_.ok(); });
     if (!error_.ok()) return error_;
-    for (size_t i = 0; i < arrived_.size(); ++i) keep->Add(arrived_[i], bytes_.data() + i * bs_);
-    out->insert(out->end(), arrived_.begin(), arrived_.end());
+    for (const auto& a : arrived_) out->push_back(a.first);
+    keep->Adopt(arrived_, &bufs_);
     arrived_.clear();
-    bytes_.clear();
     return Status::Ok();
   }
 
@@ -188,8 +239,8 @@ class Completions {
   const uint32_t bs_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<uint64_t> arrived_;
-  std::vector<char> bytes_;  // block i of arrived_ at i * bs_
+  std::vector<std::pair<uint64_t, const char*>> arrived_;  // (block, its bytes in bufs_)
+  std::vector<BufferPool::Buffer> bufs_;
   Status error_;
 };
 
@@ -348,6 +399,23 @@ class PacFileSource final : public BlockSource {
         gather_batch_ = std::clamp<size_t>(max_threads_ / 2, 1, kMaxGatherBatch);
       }
     }
+    // The thread pool's jobs: a gather's blocks, or one block each.
+    const uint64_t per_job = gather_ ? gather_batch_ : 1;
+    const size_t jobs = std::max<size_t>(1, max_threads_ / per_job);
+    buffers_ = std::make_unique<BufferPool>(per_job * bs_, 2 * jobs + 2);
+    if (gather_) {
+      const size_t ready = std::min(jobs, kPooledRings);
+      // Ready before the first request: a cold row's first gathers come one
+      // after another (the top levels of the trees), and each waited for a
+      // thread to start, a channel to open or a buffer to be faulted in.
+      for (size_t i = 0; i < 2 * ready; ++i)
+        buffers_->Give(std::make_unique<char[]>(buffers_->bytes()));
+      for (size_t i = channels_.size(); i < ready; ++i)
+        if (auto channel = GatherChannel::Open(file.name(), file.fd()))
+          channels_.push_back(std::move(channel));
+      std::lock_guard<std::mutex> lock(mu_);
+      for (size_t i = 0; i < ready; ++i) threads_.emplace_back([this] { IoThread(); });
+    }
   }
 
   ~PacFileSource() override {
@@ -396,7 +464,7 @@ class PacFileSource final : public BlockSource {
     explicit Fetcher(PacFileSource* source)
         : source_(source),
           done_(std::make_shared<Completions>(source->bs_)),
-          arrived_(source->bs_, 0),
+          arrived_(source->bs_, 0, source->buffers_.get()),
           snapshot_(source->Snapshot()) {}
     void Fetch(uint64_t b) override {
       ++outstanding_;
@@ -602,19 +670,10 @@ class PacFileSource final : public BlockSource {
   // error or a corrupt block (which a walk that needs it then reports).
   bool ReadRange(uint64_t first, uint64_t end);
 
-  // Reads and verifies one block; the result goes to `done`.
-  void ReadOne(uint64_t b, char* buf, Completions* done) {
-    done->Done(b, Finish(b, /*res=*/-1, buf), buf);
-  }
-
   // Reads `blocks` for `done`: one job of the pool (a gather of all of them
   // on a pacsetfs mount, else a pread each), at once for an in-memory file.
   void Submit(std::vector<uint64_t> blocks, const std::shared_ptr<Completions>& done) {
-    if (!mapped_) {  // in memory: nothing to wait for
-      std::string buf(bs_, '\0');
-      for (uint64_t b : blocks) ReadOne(b, buf.data(), done.get());
-      return;
-    }
+    if (!mapped_) return RunJob(blocks, done.get());  // in memory: nothing to wait for
     std::lock_guard<std::mutex> lock(mu_);
     queue_.push_back({std::move(blocks), done});
     if (queue_.size() > idle_ && threads_.size() < max_threads_) {
@@ -624,22 +683,25 @@ class PacFileSource final : public BlockSource {
     }
   }
 
-  // Gathers `blocks` through a channel of the pool and verifies each; when
-  // the gather fails, each block is read on its own (its error names it).
-  void GatherJob(const std::vector<uint64_t>& blocks, std::string* buf, Completions* done) {
-    buf->resize(blocks.size() * bs_);
-    std::unique_ptr<GatherChannel> channel = TakeChannel();
-    const bool gathered =
-        channel && channel->Gather(blocks.data(), blocks.size(), bs_, buf->data()).ok();
-    if (channel) GiveBackChannel(std::move(channel));
+  // Reads `blocks` (at most a buffer's worth) into a buffer of the pool,
+  // verifies each and hands them to `done`: through a gather channel of the
+  // pool on a pacsetfs mount, where a failed gather is read again block by
+  // block (each error names its block), else with a pread each.
+  void RunJob(const std::vector<uint64_t>& blocks, Completions* done) {
+    BufferPool::Buffer buf = buffers_->Take();
+    bool gathered = false;
+    if (gather_) {
+      std::unique_ptr<GatherChannel> channel = TakeChannel();
+      gathered = channel && channel->Gather(blocks.data(), blocks.size(), bs_, buf.get()).ok();
+      if (channel) GiveBackChannel(std::move(channel));
+    }
     std::vector<Status> status(blocks.size());
     for (size_t i = 0; i < blocks.size(); ++i)
-      status[i] = Finish(blocks[i], gathered ? static_cast<int>(bs_) : -1, buf->data() + i * bs_);
-    done->DoneMany(blocks, &status, buf->data());
+      status[i] = Finish(blocks[i], gathered ? static_cast<int>(bs_) : -1, buf.get() + i * bs_);
+    done->Done(blocks, &status, std::move(buf));
   }
 
   void IoThread() {
-    std::string buf(bs_, '\0');
     std::unique_lock<std::mutex> lock(mu_);
     for (;;) {
       ++idle_;
@@ -649,12 +711,7 @@ class PacFileSource final : public BlockSource {
       IoJob job = std::move(queue_.front());
       queue_.pop_front();
       lock.unlock();
-      if (gather_) {
-        GatherJob(job.blocks, &buf, job.done.get());
-      } else {
-        buf.resize(bs_);
-        for (uint64_t b : job.blocks) ReadOne(b, buf.data(), job.done.get());
-      }
+      RunJob(job.blocks, job.done.get());
       job.done.reset();
       lock.lock();
     }
@@ -694,7 +751,8 @@ class PacFileSource final : public BlockSource {
   size_t gather_batch_ = kMaxGatherBatch;
   std::vector<std::unique_ptr<GatherChannel>> channels_;  // guarded by ring_mu_
 
-  std::mutex mu_;  // guards the I/O queue and threads
+  std::unique_ptr<BufferPool> buffers_;  // for the thread pool's jobs
+  std::mutex mu_;                        // guards the I/O queue and threads
   std::condition_variable cv_;
   struct IoJob {
     std::vector<uint64_t> blocks;
