@@ -29,7 +29,8 @@ For the forest packed at each block size (packed once into --work):
     for the whole benchmark whose cache `pacsetfs drop-cache` empties before
     every run (the daemon keeps no RocksDB block cache); the daemon's CPU time
     per block fetched and bytes it read from the disk. --mount-max-in-flight
-    32,64 runs the engine through the mount with each bound.
+    64,128 runs the engine through the mount with each bound (default: none
+    given, the engine's own).
     --old-pacsetfs adds the same through a baseline daemon (predicting with
     the --old-bin engine when given).
     --mount-only skips everything else but --fio.
@@ -145,8 +146,9 @@ def main():
     ap.add_argument("--old-pacsetfs", help="--mount: also through this pacsetfs (a baseline build)")
     ap.add_argument("--daemon", default="fresh,running",
                     help="--mount: fresh (a new daemon per run) and/or running (caches dropped)")
-    ap.add_argument("--mount-max-in-flight", default="32",
-                    help="--mount: the engine's --max-in-flight through the mount (a list)")
+    ap.add_argument("--mount-max-in-flight", default="0",
+                    help="--mount: the engine's --max-in-flight through the mount (a list; "
+                         "0: the engine's own default)")
     ap.add_argument("--mount-block-size", default="4KiB",
                     help="--mount: the block size of the forest served through the mount")
     ap.add_argument("--fio", action="store_true", help="also the device's random-read IOPS")

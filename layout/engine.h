@@ -69,7 +69,7 @@ struct EngineOptions {
   // Most blocks read at once by one request waiting for blocks (and I/O
   // threads per engine); 0: the block source's default
   // (BlockSource::default_max_in_flight: 32 for a local file, measured on
-  // local virtio disks; 64 through a pacsetfs mount, two gathers of 32 at
+  // local virtio disks; 128 through a pacsetfs mount, four gathers of 32 at
   // once; bench/cold_bench.py).
   uint32_t max_in_flight = 0;
   // How a mapped file's missing blocks are read (layout/block_source.h):

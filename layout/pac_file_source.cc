@@ -354,15 +354,18 @@ bool OnFuse(int fd) {
 // Blocks per gather (fs/gather.h) that a request sends as soon as it has
 // them, without waiting for its Wait: half the blocks allowed in flight, at
 // most kMaxGatherBatch, so that at least two gathers overlap and the daemon
-// reads one batch while the engine walks the other's blocks; and the bound
-// on blocks in flight through a gather file when the caller sets none: two
-// gathers of 32. With one gather of 32 at a time the disk idled during
-// every walk; gathers of 16 cost a RocksDB store more per block than they
-// saved (one cold row through a running daemon, medians of 15 alternating
-// runs: dir 35.3 ms with one gather of 32, 30.7 with two of 16; RocksDB
-// 50.4 with one of 32, 59.0 with two of 16; fs/DESIGN.md, "The gather file").
+// reads one batch while the engine walks another's blocks; and the bound on
+// blocks in flight through a gather file when the caller sets none: four
+// gathers of 32. With one gather of 32 at a time the disk idled during every
+// walk; gathers of 16 cost a RocksDB store more per block than they saved
+// (one cold row through a running daemon, medians of 15 alternating runs:
+// dir 35.3 ms with one gather of 32, 30.7 with two of 16; RocksDB 50.4 with
+// one of 32, 59.0 with two of 16). Once gathers landed in place (BufferPool),
+// four of 32 beat two (dir 11.5 against 13.6 ms, 11 alternating runs; RocksDB
+// 16.8 against 17.6, 9 runs); six and eight were no better (fs/DESIGN.md,
+// "The gather file").
 constexpr size_t kMaxGatherBatch = 32;
-constexpr uint32_t kGatherMaxInFlight = 2 * kMaxGatherBatch;
+constexpr uint32_t kGatherMaxInFlight = 4 * kMaxGatherBatch;
 
 // Buffers for one request's reads in flight: at most this many bytes.
 constexpr uint64_t kRingBufferBytes = 64 << 20;
