@@ -60,15 +60,6 @@ class RecordingSource final : public BlockSource {
   std::vector<uint64_t> seen_;
 };
 
-// A request of several rows whose walks number at least 1/8 of the blocks
-// it may touch reads those blocks sequentially instead of walk by walk.
-// Measured on the 682-tree forest (13,279 node blocks of 4 KiB, this
-// machine's virtio disk, bench/cold_bench.py): reading the region like `cat`
-// takes ~30-50 ms, fetching in flight ~1.5 blocks per walk at ~35k random
-// reads/s: one row 1,035 blocks ~30 ms, ten rows 4,058 blocks ~140 ms, 100
-// rows 12,795 blocks 0.5-1 s. One row always reads only what it needs.
-constexpr uint64_t kSequentialReadWalksFactor = 8;
-
 // The warm forest is built once warm requests have walked (rows x trees)
 // this fraction of the file's nodes: building costs a few passes over every
 // node, a walk touches depth-many nodes, so by then the copy has been paid
@@ -160,8 +151,8 @@ Status PacEngine::Run(internal::WalkJob& job) const {
   const uint64_t first = h.node_first_block;
   const uint64_t count = leaves ? h.block_count - first : h.node_block_count;
   const uint64_t walks = (end - begin) * h.num_trees;
-  const bool read_missing =
-      options_.sequential_reads && end - begin > 1 && walks * kSequentialReadWalksFactor >= count;
+  const bool read_missing = options_.sequential_reads && end - begin > 1 &&
+                            walks * source_->sequential_read_walks_factor() >= count;
   if (const char* image = source_->WarmImage(first, count, walks, read_missing)) {
     counters_.warm.fetch_add(1, std::memory_order_relaxed);
     Status s;

@@ -281,6 +281,61 @@ TEST(PacsetfsMount, TheEngineKeepsItsBoundInFlightInGathersOfHalfItAtMost32Throu
   }
 }
 
+// Through a mount a request of a few rows fetches only the blocks its walks
+// need, even with walks enough that a local file would be read whole
+// (BlockSource::sequential_read_walks_factor: sequential reads through FUSE
+// cost a request per window, gathers fetch what is needed); with about as
+// many walks as node blocks it reads the region whole. Predictions exact.
+TEST(PacsetfsMount, AFewRowsThroughAMountFetchOnlyTheBlocksTheirWalksNeed) {
+  if (!CanMount()) GTEST_SKIP() << "needs root and /dev/fuse";
+  testing::RandomForestSpec spec;
+  spec.trees = 200;
+  spec.max_depth = 12;
+  spec.seed = 23;
+  const Forest forest = testing::MakeRandomForest(spec);
+  ServedMount m(10000, {{"few", forest}});
+  ASSERT_TRUE(m.ok());
+  auto header = PacFile::Open(m.file("few"));
+  ASSERT_TRUE(header.ok()) << header.status().ToString();
+  const uint64_t nodes = (*header)->header().node_block_count;
+  const uint64_t trees = forest.num_trees();
+  // Walks a local file reads whole for (walks x 8 >= node blocks), fewer
+  // than the node blocks; then more walks than node blocks.
+  const size_t few =
+      static_cast<size_t>(std::max<uint64_t>(2, (nodes + 8 * trees - 1) / (8 * trees)));
+  const size_t many = static_cast<size_t>(nodes / trees + 1);
+  ASSERT_LT(few * trees, nodes) << "the forest leaves no room between the two thresholds";
+  ForestPredictor reference(forest);
+  const size_t cols = forest.num_prediction_columns();
+  for (const auto& [rows_wanted, whole] :
+       {std::pair<size_t, bool>{few, false}, std::pair<size_t, bool>{many, true}}) {
+    SCOPED_TRACE(std::to_string(rows_wanted) + " rows of " + std::to_string(trees) + " trees, " +
+                 std::to_string(nodes) + " node blocks");
+    const RowMatrix rows = testing::MakeAdversarialRows(forest, rows_wanted, 7);
+    ASSERT_EQ(rows.num_rows, rows_wanted);
+    std::vector<double> want(rows.num_rows * cols);
+    for (size_t r = 0; r < rows.num_rows; ++r) reference.Predict(rows.row(r), &want[r * cols]);
+    // A new engine over a dropped forest: nothing cached in the daemon, and
+    // the forest file's pages gone from the page cache.
+    ASSERT_TRUE(SendControlCommand(m.mountpoint(), ControlCommand::Drop("few")).ok());
+    auto file = PacFile::Open(m.file("few"));
+    ASSERT_TRUE(file.ok()) << file.status().ToString();
+    auto engine = PacEngine::FromFile(std::move(*file), EngineOptions{});
+    ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+    ASSERT_STREQ((*engine)->stats().block_io, "gather");
+    m.store()->ResetReadCounters();
+    std::vector<double> got;
+    ASSERT_TRUE((*engine)->PredictAll(rows, false, 1, &got).ok());
+    EXPECT_TRUE(got == want) << "predictions through the mount differ";
+    if (whole) {
+      EXPECT_GE(m.store()->blocks_read(), nodes);
+    } else {
+      EXPECT_LT(m.store()->blocks_read(), nodes * 3 / 4) << "the region was read whole";
+      EXPECT_EQ((*engine)->stats().warm_requests, 0u);
+    }
+  }
+}
+
 // A file open read-only for the scope (closed also when an assertion
 // returns early, so that the mount can go).
 struct OpenFile {
