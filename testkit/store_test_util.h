@@ -202,6 +202,15 @@ inline std::string DeleteRedisBlock(int port, const ForestInfo& f, uint64_t inde
   return reply == "1" ? "" : "DEL returned " + reply;
 }
 
+// execv's argument vector over `args` (which must outlive it), built before
+// fork() so that the child calls nothing but async-signal-safe functions.
+inline std::vector<char*> ExecArgv(std::vector<std::string>& args) {
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  return argv;
+}
+
 // A real redis-server on 127.0.0.1, with its own data directory, killed when
 // this object goes (and by the kernel if the test process dies).
 class RedisServer {
@@ -279,20 +288,22 @@ class RedisServer {
       args.push_back(password_);
     }
     args.insert(args.end(), resolved_extra_.begin(), resolved_extra_.end());
+    // Everything the child needs is made before fork(): other threads of the
+    // test may hold the allocator's lock at that moment, and the child must
+    // not allocate (only async-signal-safe calls until execv).
+    std::vector<char*> argv = ExecArgv(args);
+    const int log_fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     pid_ = ::fork();
     if (pid_ == 0) {
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-      if (fd >= 0) {
-        ::dup2(fd, 1);
-        ::dup2(fd, 2);
+      if (log_fd >= 0) {
+        ::dup2(log_fd, 1);
+        ::dup2(log_fd, 2);
       }
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
       ::execv(argv[0], argv.data());
       ::_exit(127);
     }
+    if (log_fd >= 0) ::close(log_fd);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     while (std::chrono::steady_clock::now() < deadline) {
       int status;
@@ -328,6 +339,7 @@ class ChildProcess {
   bool Spawn(std::vector<std::string> args, bool with_stderr = false) {
     int fds[2];
     if (::pipe(fds) != 0) return false;
+    std::vector<char*> argv = ExecArgv(args);  // before fork(): see RedisServer::Launch
     pid_ = ::fork();
     if (pid_ < 0) return false;
     if (pid_ == 0) {
@@ -336,9 +348,6 @@ class ChildProcess {
       if (with_stderr) ::dup2(fds[1], 2);
       ::close(fds[0]);
       ::close(fds[1]);
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
       ::execv(argv[0], argv.data());
       ::_exit(127);
     }

@@ -251,8 +251,19 @@ TEST(RedisStore, ReadsAcrossHangsAndRestartsReturnOnlyTheirOwnBlocks) {
                           ": another request's block");
     }
   };
-  std::vector<std::thread> readers;
-  for (unsigned i = 0; i < 4; ++i) readers.emplace_back(reader, i + 1);
+  // Stops and joins the readers however the test body ends (a failed ASSERT
+  // returns early; joinable threads would abort the whole binary).
+  struct Readers {
+    std::atomic<bool>& stop;
+    std::vector<std::thread> threads;
+    ~Readers() { Join(); }
+    void Join() {
+      stop = true;
+      for (auto& t : threads)
+        if (t.joinable()) t.join();
+    }
+  } readers{stop, {}};
+  for (unsigned i = 0; i < 4; ++i) readers.threads.emplace_back(reader, i + 1);
   auto wait_for_reads = [&] {
     const uint64_t before = ok_reads.load();
     while (ok_reads.load() < before + 20) std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -269,8 +280,7 @@ TEST(RedisStore, ReadsAcrossHangsAndRestartsReturnOnlyTheirOwnBlocks) {
     }
   }
   wait_for_reads();
-  stop = true;
-  for (auto& t : readers) t.join();
+  readers.Join();
   EXPECT_GT(failed_reads.load(), 0u) << "no read failed: the test shows nothing";
   for (size_t i = 0; i < std::min<size_t>(wrong.size(), 5); ++i) ADD_FAILURE() << wrong[i];
   EXPECT_TRUE(wrong.empty()) << wrong.size() << " reads returned what another request asked for";
