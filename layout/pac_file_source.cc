@@ -51,6 +51,7 @@
 #include "layout/block_source.h"
 #include "layout/pac_file.h"
 #include "util/file_io.h"
+#include "util/free_list.h"
 
 namespace pacset {
 namespace {
@@ -63,30 +64,17 @@ namespace {
 class BufferPool {
  public:
   using Buffer = std::unique_ptr<char[]>;
-  BufferPool(uint64_t bytes, size_t keep) : bytes_(bytes), keep_(keep) {}
+  BufferPool(uint64_t bytes, size_t keep) : bytes_(bytes), free_(keep) {}
   // A kept buffer, or a new one (zeroed: its pages exist before a read).
   Buffer Take() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!free_.empty()) {
-        Buffer b = std::move(free_.back());
-        free_.pop_back();
-        return b;
-      }
-    }
-    return std::make_unique<char[]>(bytes_);
+    return free_.TakeOr([this] { return std::make_unique<char[]>(bytes_); });
   }
-  void Give(Buffer b) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (b && free_.size() < keep_) free_.push_back(std::move(b));
-  }
+  void Give(Buffer b) { free_.Give(std::move(b)); }
   uint64_t bytes() const { return bytes_; }
 
  private:
   const uint64_t bytes_;
-  const size_t keep_;
-  std::mutex mu_;
-  std::vector<Buffer> free_;  // guarded by mu_
+  FreeList<Buffer> free_;
 };
 
 // The blocks that arrived at a fetcher's last Wait (BlockFetcher::Arrived):
@@ -402,14 +390,14 @@ class PacFileSource final : public BlockSource {
           std::min<uint64_t>({max_threads_, 4096, std::max<uint64_t>(1, kRingBufferBytes / bs_)}));
       // One ring made now tells whether the kernel allows io_uring at all.
       if (auto ring = Ring::Make(ring_depth_, bs_)) {
-        rings_.push_back(std::move(ring));
+        rings_.Give(std::move(ring));
         uring_ = true;
       }
     }
     // A forest file on pacsetfs: whole batches through its gather file.
     if (mapped_ && io == BlockIo::kAuto && !uring_ && OnFuse(file.fd())) {
       if (auto channel = GatherChannel::Open(file.name(), file.fd())) {
-        channels_.push_back(std::move(channel));
+        channels_.Give(std::move(channel));
         gather_ = true;
         if (io_threads == 0) max_threads_ = kGatherMaxInFlight;
         gather_batch_ = std::clamp<size_t>(max_threads_ / 2, 1, kMaxGatherBatch);
@@ -427,8 +415,7 @@ class PacFileSource final : public BlockSource {
       for (size_t i = 0; i < 2 * ready; ++i)
         buffers_->Give(std::make_unique<char[]>(buffers_->bytes()));
       for (size_t i = channels_.size(); i < ready; ++i)
-        if (auto channel = GatherChannel::Open(file.name(), file.fd()))
-          channels_.push_back(std::move(channel));
+        channels_.Give(GatherChannel::Open(file.name(), file.fd()));
       std::lock_guard<std::mutex> lock(mu_);
       for (size_t i = 0; i < ready; ++i) threads_.emplace_back([this] { IoThread(); });
     }
@@ -600,33 +587,14 @@ class PacFileSource final : public BlockSource {
   // A gather channel for a request: a pooled one or a new one (null when the
   // gather file cannot be opened now; the blocks are then read one by one).
   std::unique_ptr<GatherChannel> TakeChannel() {
-    {
-      std::lock_guard<std::mutex> lock(ring_mu_);
-      if (!channels_.empty()) {
-        auto c = std::move(channels_.back());
-        channels_.pop_back();
-        return c;
-      }
-    }
-    return GatherChannel::Open(file_.name(), file_.fd());
+    return channels_.TakeOr([this] { return GatherChannel::Open(file_.name(), file_.fd()); });
   }
-  void GiveBackChannel(std::unique_ptr<GatherChannel> c) {
-    std::lock_guard<std::mutex> lock(ring_mu_);
-    if (channels_.size() < kPooledRings) channels_.push_back(std::move(c));
-  }
+  void GiveBackChannel(std::unique_ptr<GatherChannel> c) { channels_.Give(std::move(c)); }
 
   // A ring for a request: a pooled one, or a new one (null if the kernel
   // refuses it now).
   std::unique_ptr<Ring> TakeRing() {
-    {
-      std::lock_guard<std::mutex> lock(ring_mu_);
-      if (!rings_.empty()) {
-        auto r = std::move(rings_.back());
-        rings_.pop_back();
-        return r;
-      }
-    }
-    return Ring::Make(ring_depth_, bs_);
+    return rings_.TakeOr([this] { return Ring::Make(ring_depth_, bs_); });
   }
   // Back to the pool once its reads are done: a fetcher may be destroyed
   // with reads in flight, whose buffers the kernel still writes into.
@@ -639,8 +607,7 @@ class PacFileSource final : public BlockSource {
     }
     if (ring->queued() > 0) return;  // could not be sent: not reused
     ring->arrived().Clear();         // the next request starts with no copies
-    std::lock_guard<std::mutex> lock(ring_mu_);
-    if (rings_.size() < kPooledRings) rings_.push_back(std::move(ring));
+    rings_.Give(std::move(ring));
   }
   // Block b after a read of `res` bytes (or -errno) into `buf`: verified and
   // marked Ready. A short, failed or not yet made read (res < 0) is read
@@ -762,13 +729,12 @@ class PacFileSource final : public BlockSource {
   static constexpr size_t kPooledRings = 8;
   uint32_t ring_depth_ = 0;
   bool uring_ = false;
-  std::mutex ring_mu_;
-  std::vector<std::unique_ptr<Ring>> rings_;  // guarded by ring_mu_
+  FreeList<std::unique_ptr<Ring>> rings_{kPooledRings};
   // The gather file (a pacsetfs mount): gather_ when fetchers use it, and
   // the channels kept for the next requests.
   bool gather_ = false;
   size_t gather_batch_ = kMaxGatherBatch;
-  std::vector<std::unique_ptr<GatherChannel>> channels_;  // guarded by ring_mu_
+  FreeList<std::unique_ptr<GatherChannel>> channels_{kPooledRings};
 
   std::unique_ptr<BufferPool> buffers_;  // for the thread pool's jobs
   std::mutex mu_;                        // guards the I/O queue and threads
