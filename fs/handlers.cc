@@ -273,6 +273,7 @@ void PacsetFs::Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse
   std::vector<BlockData> data;
   std::vector<Status> status;
   std::vector<BlockCache::Source> src;
+  const uint64_t drops_before = notifier_->drops();  // before the fetch: see Notifier::drops
   const uint64_t t0 = MonotonicNowNs();
   reader_->GetMany(*f, wanted, last - first + 1, &data, &status, &src);
   const uint64_t latency = MonotonicNowNs() - t0;
@@ -317,7 +318,7 @@ void PacsetFs::Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse
     for (size_t i = 0; i < fresh.size();) {  // `fresh` is ascending: push runs
       size_t j = i + 1;
       while (j < fresh.size() && fresh[j] == fresh[j - 1] + 1) ++j;
-      notifier_->Push(f, fresh[i], j - i);
+      notifier_->Push(f, fresh[i], j - i, drops_before);
       i = j;
     }
   }
@@ -383,6 +384,7 @@ void PacsetFs::GatherRead(fuse_req_t req, size_t size, off_t off, uint64_t fh) {
   std::vector<BlockData> data;
   std::vector<Status> status;
   std::vector<BlockCache::Source> src;
+  const uint64_t drops_before = notifier_->drops();  // before the fetch: see Notifier::drops
   const uint64_t t0 = MonotonicNowNs();
   reader_->GetMany(f, wanted, needed, &data, &status, &src);
   const uint64_t latency = MonotonicNowNs() - t0;
@@ -416,7 +418,7 @@ void PacsetFs::GatherRead(fuse_req_t req, size_t size, off_t off, uint64_t fh) {
     for (size_t i = 0; i < fresh.size();) {  // ascending: push runs
       size_t j = i + 1;
       while (j < fresh.size() && fresh[j] == fresh[j - 1] + 1) ++j;
-      notifier_->PushAfterGathers(g->forest, fresh[i], j - i);
+      notifier_->PushAfterGathers(g->forest, fresh[i], j - i, drops_before);
       i = j;
     }
   }

@@ -37,16 +37,18 @@ void Notifier::Stop() {
     if (w.kind == Work::Kind::kInvalidate) Run(w);
 }
 
-void Notifier::Push(const std::shared_ptr<ForestInode>& f, uint64_t block,
-                    uint64_t count) noexcept {
+void Notifier::Push(const std::shared_ptr<ForestInode>& f, uint64_t block, uint64_t count,
+                    uint64_t drops_before) noexcept {
   Work w{Work::Kind::kPush, f, block, count, {}, {}};
+  w.drops_before = drops_before;
   EnqueueBestEffort(std::move(w));
 }
 
 void Notifier::PushAfterGathers(const std::shared_ptr<ForestInode>& f, uint64_t block,
-                                uint64_t count) noexcept {
+                                uint64_t count, uint64_t drops_before) noexcept {
   Work w{Work::Kind::kPush, f, block, count, {}, {}};
   w.defer_until_ns = MonotonicNowNs() + kPushDeferMaxMs * 1000000;
+  w.drops_before = drops_before;
   EnqueueBestEffort(std::move(w));
 }
 
@@ -79,6 +81,9 @@ void Notifier::EnqueueBestEffort(Work w) noexcept {
   try {
     MutexLock lock(&mu_);
     if (best_effort_queued_ >= 4096) return;  // best effort
+    // A drop since its blocks were fetched: pushing them would undo it.
+    if (w.kind == Work::Kind::kPush && w.drops_before != drops_.load(std::memory_order_relaxed))
+      return;
     queue_.push_back(std::move(w));
     ++best_effort_queued_;
   } catch (...) {
@@ -91,6 +96,7 @@ void Notifier::Invalidate(std::vector<std::shared_ptr<ForestInode>> inodes,
                           std::function<void()> then) {
   {
     MutexLock lock(&mu_);
+    drops_.fetch_add(1, std::memory_order_acq_rel);  // pushes of earlier fetches, queued later
     const size_t before = queue_.size();
     queue_.erase(std::remove_if(queue_.begin(), queue_.end(),
                                 [&](const Work& w) {

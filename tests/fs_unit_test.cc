@@ -17,6 +17,8 @@
 #include "fs/errno.h"
 #include "fs/internal/block_reader.h"
 #include "fs/internal/forest_table.h"
+#include "fs/internal/notifier.h"
+#include "fs/internal/tracing.h"
 #include "fs/pacsetfs.h"
 #include "fs/stats.h"
 #include "store/fault_injection_store.h"
@@ -28,6 +30,8 @@ namespace {
 using fs_internal::BlockReader;
 using fs_internal::ForestInode;
 using fs_internal::ForestTable;
+using fs_internal::Notifier;
+using fs_internal::Tracing;
 using store_test::MakeBlock;
 using store_test::TempDir;
 using store_test::WriteForest;
@@ -250,6 +254,44 @@ TEST(BlockReader, AnUnreachableStoreFailsByTheDeadlineThenFastUntilItAnswers) {
   s.store->ClearFaults();
   std::this_thread::sleep_for(std::chrono::milliseconds(350));  // the quiet period (300 ms)
   EXPECT_TRUE(reader.Get(*f, 1, &src).ok());
+}
+
+// ---- notifier ----
+
+// A request handler fetches blocks, replies, then queues their push; a drop
+// whose client sent it after that reply can come before the push is queued.
+// The handler passes drops() from before its fetch: such a push is discarded
+// (it would fill the page cache again after the drop). Without a kernel
+// (se null), a push reads its block through the reader: a block not read is
+// not in the cache.
+TEST(Notifier, APushOfBlocksFetchedBeforeADropIsDiscardedEvenWhenQueuedAfterIt) {
+  StoreFixture s;
+  ASSERT_TRUE(WriteForest(*s.store, "f", kBs, 4).ok());
+  auto f = InodeOf(s.store->Lookup("f").value());
+  BlockCache cache(1 << 20);
+  BlockReader reader(s.store.get(), &cache, "test store", 2000);
+  Tracing tracing(16);
+  Notifier n(nullptr, &reader, &tracing);
+  n.Start();
+  const uint64_t before_drop = n.drops();
+  std::atomic<bool> dropped{false};
+  n.Invalidate({f}, [&] { dropped = true; });
+  for (int i = 0; i < 500 && !dropped; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  ASSERT_TRUE(dropped.load());
+  EXPECT_EQ(n.drops(), before_drop + 1);
+  const uint64_t reads = s.store->read_calls();
+  n.Push(f, 2, 1, before_drop);  // fetched before the drop: discarded
+  n.Push(f, 3, 1, n.drops());    // fetched after it: pushed (queued behind block 2's)
+  for (int i = 0; i < 500 && s.store->read_calls() == reads; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  n.Stop();
+  EXPECT_EQ(s.store->read_calls(), reads + 1);
+  BlockCache::Source src;
+  ASSERT_TRUE(reader.Get(*f, 2, &src).ok());
+  EXPECT_EQ(src, BlockCache::Source::kStore) << "block 2 was pushed after the drop";
+  ASSERT_TRUE(reader.Get(*f, 3, &src).ok());
+  EXPECT_EQ(src, BlockCache::Source::kCache) << "block 3 was not pushed";
 }
 
 // ---- forest table ----

@@ -47,10 +47,17 @@ class Notifier {
   // run (their `then` replies to a request).
   void Stop() EXCLUDES(mu_);
 
-  // Best effort: dropped when 4096 pushes are already queued.
+  // How many drops (Invalidate) were queued so far. A request handler reads
+  // it before it fetches the blocks it will push, and passes it to Push: a
+  // drop that came in between (after the client had its reply, before the
+  // handler queued the push) found no push to discard, so the push is
+  // discarded when it is queued.
+  uint64_t drops() const noexcept { return drops_.load(std::memory_order_acquire); }
+  // Best effort: dropped when 4096 pushes are already queued, or when a
+  // drop was queued since `drops_before` (drops()).
   // Pushes blocks [block, block + count) (one notification for the run).
-  void Push(const std::shared_ptr<ForestInode>& f, uint64_t block, uint64_t count = 1) noexcept
-      EXCLUDES(mu_);
+  void Push(const std::shared_ptr<ForestInode>& f, uint64_t block, uint64_t count,
+            uint64_t drops_before) noexcept EXCLUDES(mu_);
   // Push, but the push (and the work queued behind it) waits while any
   // gather is served and until kGatherQuietMs after the last one, at most
   // kPushDeferMaxMs. For blocks a gather fetched: its client has them
@@ -58,8 +65,8 @@ class Notifier {
   // cores with one notification per block (one cold row through the dir
   // store on a 2-vCPU VM, medians of 15 alternating runs: 27.1 ms pushing at
   // once, 25.3 waiting, 25.4 with no pushes; fs/DESIGN.md, "The gather file").
-  void PushAfterGathers(const std::shared_ptr<ForestInode>& f, uint64_t block,
-                        uint64_t count = 1) noexcept EXCLUDES(mu_);
+  void PushAfterGathers(const std::shared_ptr<ForestInode>& f, uint64_t block, uint64_t count,
+                        uint64_t drops_before) noexcept EXCLUDES(mu_);
   // Brackets the serving of one gather read (GatherScope).
   void GatherStarted() noexcept { gathers_.fetch_add(1, std::memory_order_relaxed); }
   void GatherEnded() noexcept;
@@ -98,6 +105,7 @@ class Notifier {
     std::vector<std::shared_ptr<ForestInode>> inodes;  // kInvalidate
     std::function<void()> then;                        // kInvalidate
     uint64_t defer_until_ns = 0;  // PushAfterGathers: wait for quiet gathers until then
+    uint64_t drops_before = 0;    // kPush: drops() before its blocks were fetched
   };
   // Whether `w` (at the front of the queue) waits now; if so, how long to
   // sleep before looking again.
@@ -119,7 +127,8 @@ class Notifier {
   size_t best_effort_queued_ GUARDED_BY(mu_) = 0;
   std::deque<Work> queue_ GUARDED_BY(mu_);
   std::thread thread_;
-  std::atomic<int> gathers_{0};  // gathers being served
+  std::atomic<uint64_t> drops_{0};  // incremented under mu_ (Invalidate)
+  std::atomic<int> gathers_{0};     // gathers being served
   std::atomic<uint64_t> last_gather_end_ns_{0};
 };
 
