@@ -58,7 +58,7 @@ class BlockSource {
         std::memcpy(out + i, &x, 8);
       }
     }
-    SealBlock(out, bs_, index);
+    SealBlock(out, bs_, index, /*seed=*/0);
   }
 
  private:

@@ -169,7 +169,7 @@ int main(int argc, char** argv) {
             if (::pread(fd, bufs[t].data(), bs, static_cast<off_t>(b * bs)) !=
                 static_cast<ssize_t>(bs))
               return false;
-            return !verify || VerifyBlock(bufs[t].data(), bs, b, "bench").ok();
+            return !verify || VerifyBlock(bufs[t].data(), bs, b, /*seed=*/0, "bench").ok();
           });
           if (!verify) base[threads] = r;
           PrintRow(verify ? "pread+verify" : "pread", bs, threads, r, base[threads]);

@@ -7,11 +7,15 @@
 // trailer:
 //
 //   offset block_size-16: u64 block_index  (little-endian; the block's position in the file)
-//   offset block_size-8:  u64 checksum     (XXH3-64, seed 0, of bytes [0, block_size-8))
+//   offset block_size-8:  u64 checksum     (XXH3-64 of bytes [0, block_size-8), seeded
+//                                           with the file's block seed)
 //
 // so a block can be verified on its own wherever it travels, and a block
-// served for the wrong position is caught as well as flipped bits. The
-// payload is the first block_size-16 bytes (docs: layout/FORMAT.md).
+// served for the wrong position is caught as well as flipped bits. The block
+// seed is the file's identity (PacHeader::block_seed(): its file_id from
+// format version 3, 0 before), so a block of another file or generation at
+// the same index is caught too. The payload is the first block_size-16 bytes
+// (docs: layout/FORMAT.md).
 #pragma once
 
 #include <cstddef>
@@ -34,20 +38,22 @@ inline bool IsValidBlockSize(uint64_t bs) {
 // must be valid; errors name the text.
 StatusOr<uint32_t> ParseBlockSize(const std::string& text);
 
-// XXH3-64 with seed 0.
-uint64_t Checksum64(const void* data, size_t n);
+// XXH3-64 (seed 0 unless given).
+uint64_t Checksum64(const void* data, size_t n, uint64_t seed = 0);
 
-// Writes the trailer of `block` (block_size bytes; payload already filled).
-void SealBlock(char* block, uint32_t block_size, uint64_t block_index);
+// Writes the trailer of `block` (block_size bytes; payload already filled),
+// its checksum seeded with `seed` (the file's block seed).
+void SealBlock(char* block, uint32_t block_size, uint64_t block_index, uint64_t seed);
 
-// True when the trailer matches (checksum and index). Allocates nothing and
-// builds no message, so it may run where a SIGBUS can jump out
+// True when the trailer matches (checksum under `seed`, and index). Allocates
+// nothing and builds no message, so it may run where a SIGBUS can jump out
 // (layout/internal/sigbus.h).
-bool BlockTrailerMatches(const char* block, uint32_t block_size, uint64_t expected_index);
+bool BlockTrailerMatches(const char* block, uint32_t block_size, uint64_t expected_index,
+                         uint64_t seed);
 
 // OK when the trailer matches; otherwise kCorruption naming `what` (e.g.
 // "forest 'x' generation 3") and the block, never the bytes.
-Status VerifyBlock(const char* block, uint32_t block_size, uint64_t expected_index,
+Status VerifyBlock(const char* block, uint32_t block_size, uint64_t expected_index, uint64_t seed,
                    const std::string& what);
 
 }  // namespace pacset

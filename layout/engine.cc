@@ -127,8 +127,6 @@ StatusOr<std::unique_ptr<PacEngine>> PacEngine::FromFile(std::unique_ptr<PacFile
     }
   }
   for (auto& c : e->rule_.trees_per_output) c = std::max(c, 1.0);
-  if (e->rule_.postprocess == Postprocess::kSoftmax && h.num_outputs < 2)
-    return Status::Corruption(file->name() + ": softmax with a single output");
   e->options_ = options;
   if (Status s = internal::ResolveWarmIsa(options.warm_isa, &e->warm_isa_); !s.ok()) return s;
   e->source_ = source ? source(*file, options)

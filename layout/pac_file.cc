@@ -119,16 +119,14 @@ Status PacFile::Init(const char* meta, uint64_t meta_size) {
   const uint64_t meta_end = h.node_first_block * h.block_size;
   if (meta_end > meta_size) return Status::Corruption(name_ + ": metadata blocks are missing");
   for (uint64_t b = 0; b < h.node_first_block; ++b)
-    PACSET_RETURN_IF_ERROR(VerifyBlock(meta + b * h.block_size, h.block_size, b, name_));
-  const SectionEntry& nodes = *h.FindSection(SectionType::kNodes);
+    PACSET_RETURN_IF_ERROR(
+        VerifyBlock(meta + b * h.block_size, h.block_size, b, h.block_seed(), name_));
   node_begin_unit_ = h.node_first_block * h.block_size / kUnit;
   node_end_unit_ = (h.node_first_block + h.node_block_count) * h.block_size / kUnit;
-  if (nodes.offset != meta_end)
-    return Status::Corruption(name_ + ": node section does not start at the node region");
   const SectionEntry& tt = *h.FindSection(SectionType::kTreeTable);
   const SectionEntry& bs = *h.FindSection(SectionType::kBaseScore);
-  if (SectionEnd(tt, h.block_size) > meta_end || SectionEnd(bs, h.block_size) > meta_end)
-    return Status::Corruption(name_ + ": metadata sections overlap the node region");
+  // FORMAT.md §5, "Tree table": every record is checked here, once, from a
+  // private copy of the metadata, before anything walks a tree.
   trees_.resize(h.num_trees);
   const uint32_t record_bytes =
       static_cast<uint32_t>((8ull * h.leaf_width + kUnit - 1) / kUnit * kUnit);
@@ -137,34 +135,44 @@ Status PacFile::Init(const char* meta, uint64_t meta_size) {
     std::memcpy(&trees_[t], meta + SectionRecordOffset(tt, h.block_size, t), sizeof(TreeRecord));
     const TreeRecord& r = trees_[t];
     const std::string where = name_ + ": tree " + std::to_string(t);
-    if (r.root_kind > 3) return Status::Corruption(where + " has an unknown root kind");
-    if (r.root_kind == static_cast<uint8_t>(RefKind::kNode) && !RefInNodeRegion(r.root, node_bytes))
-      return Status::Corruption(where + " has its root outside the node region");
-    if (r.root_kind == static_cast<uint8_t>(RefKind::kLeafRecord) &&
-        !RefInNodeRegion(r.root, record_bytes))
-      return Status::Corruption(where + " has its leaf outside the node region");
-    if (r.root_kind == static_cast<uint8_t>(RefKind::kInlineClass) && r.root >= h.num_outputs)
-      return Status::Corruption(where + " has an out-of-range class");
-    if (h.leaf_width == 1 && r.group >= h.num_outputs)
-      return Status::Corruption(where + " has output group " + std::to_string(r.group));
+    // Every tree's group, whatever the leaf width: any tree may end on an
+    // inline value, which adds to acc[group].
+    if (r.group >= h.num_outputs)
+      return Status::Corruption(where + " has output group " + std::to_string(r.group) +
+                                " (the forest has " + std::to_string(h.num_outputs) + " outputs)");
+    switch (static_cast<RefKind>(r.root_kind)) {
+      case RefKind::kNode:
+        if (!RefInNodeRegion(r.root, node_bytes))
+          return Status::Corruption(where + " has its root outside the node region");
+        break;
+      case RefKind::kLeafRecord:
+        if (!RefInNodeRegion(r.root, record_bytes))
+          return Status::Corruption(where + " has its leaf outside the node region");
+        break;
+      case RefKind::kInlineValue:
+        break;
+      case RefKind::kInlineClass:
+        if (r.root >= h.num_outputs)
+          return Status::Corruption(where + " has an out-of-range class");
+        break;
+      default:
+        return Status::Corruption(where + " has an unknown root kind " +
+                                  std::to_string(r.root_kind));
+    }
   }
   base_score_.resize(h.num_outputs);
   for (uint32_t k = 0; k < h.num_outputs; ++k)
     std::memcpy(&base_score_[k], meta + SectionRecordOffset(bs, h.block_size, k), 8);
   for (double b : base_score_)
     if (std::isnan(b)) return Status::Corruption(name_ + ": base score is NaN");
-  if (const SectionEntry* li = h.FindSection(SectionType::kLeafIds)) {
-    if (li->record_size == 8 && li->count >= h.node_block_count * (h.payload_size() / kUnit) &&
-        SectionEnd(*li, h.block_size) <= size_)
-      leaf_ids_ = li;
-  }
+  leaf_ids_ = h.FindSection(SectionType::kLeafIds);
   return Status::Ok();
 }
 
 std::string PacFile::SourceInfoJson() const {
   const SectionEntry* s = header_.FindSection(SectionType::kSourceInfo);
-  // The writer puts it in the metadata blocks; anywhere else it is ignored.
-  if (!s || s->record_size != 1 || SectionEnd(*s, header_.block_size) > meta_size_) return "";
+  // In the metadata blocks (PacHeader::DecodeFrom checked).
+  if (!s || SectionEnd(*s, header_.block_size) > meta_size_) return "";
   std::string out;
   out.reserve(s->count);
   for (uint64_t i = 0; i < s->count; ++i)
@@ -196,7 +204,7 @@ std::vector<uint64_t> PacFile::VerifyBlocks() const {
   std::string buf(header_.block_size, '\0');
   for (uint64_t b = 0; b < header_.block_count; ++b)
     if (!ReadBlock(b, buf.data()).ok() ||
-        !VerifyBlock(buf.data(), header_.block_size, b, name_).ok())
+        !VerifyBlock(buf.data(), header_.block_size, b, header_.block_seed(), name_).ok())
       bad.push_back(b);
   return bad;
 }

@@ -378,6 +378,7 @@ class PacFileSource final : public BlockSource {
         base_(file.data()),
         bs_(file.header().block_size),
         blocks_(file.header().block_count),
+        seed_(file.header().block_seed()),
         verify_(verify),
         max_threads_(io_threads > 0 ? io_threads : kDefaultMaxInFlight),
         mapped_(file.fd() >= 0),
@@ -437,7 +438,7 @@ class PacFileSource final : public BlockSource {
     const char* p = base_ + b * bs_;
     if (IsReady(b)) return p;
     if (mapped_ && !Resident(b * bs_, bs_)) return nullptr;
-    if (verify_ && !BlockTrailerMatches(p, bs_, b)) return nullptr;  // the fetch reports it
+    if (verify_ && !BlockTrailerMatches(p, bs_, b, seed_)) return nullptr;  // the fetch reports it
     MarkReady(b);
     return p;
   }
@@ -615,7 +616,7 @@ class PacFileSource final : public BlockSource {
   // truncated since it was opened, EIO on a mount).
   Status Finish(uint64_t b, int res, char* buf) {
     Status s = res == static_cast<int>(bs_) ? Status::Ok() : file_.ReadBlock(b, buf);
-    if (s.ok() && verify_) s = VerifyBlock(buf, bs_, b, file_.name());
+    if (s.ok() && verify_) s = VerifyBlock(buf, bs_, b, seed_, file_.name());
     if (s.ok()) MarkReady(b);
     return s;
   }
@@ -707,6 +708,7 @@ class PacFileSource final : public BlockSource {
   const char* const base_;
   const uint32_t bs_;
   const uint64_t blocks_;
+  const uint64_t seed_;  // the file's block seed (PacHeader::block_seed)
   const bool verify_;
   uint32_t max_threads_;  // the bound on blocks in flight per request (set in the constructor)
   const bool mapped_;
@@ -778,7 +780,7 @@ bool PacFileSource::ReadRange(uint64_t first, uint64_t end) {
     }
     for (uint64_t i = 0; i < n; ++i) {
       if (IsReady(b + i)) continue;
-      if (verify_ && !BlockTrailerMatches(bytes + i * bs_, bs_, b + i)) {
+      if (verify_ && !BlockTrailerMatches(bytes + i * bs_, bs_, b + i, seed_)) {
         corrupt_seen_.store(true);  // a walk that needs the block reports it
         return false;
       }

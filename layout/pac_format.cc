@@ -1,7 +1,10 @@
 #include "layout/pac_format.h"
 
+#include <xxhash.h>
+
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include "model/forest.h"
 #include "util/le_fields.h"
@@ -43,11 +46,23 @@ const SectionEntry* PacHeader::FindSection(SectionType t) const {
 }
 
 size_t PacHeader::EncodedSize() const {
-  return kFixedHeaderSize + sections.size() * kSectionEntrySize + 8;
+  return FixedHeaderSize(EncodedVersion()) + sections.size() * kSectionEntrySize + 8;
 }
 
 uint32_t PacHeader::EncodedVersion() const {
-  return block_size >= kPacVersion1MinBlockSize && EncodedSize() <= payload_size() ? 1 : 2;
+  if (max_version >= 3) return 3;
+  const size_t v1_size = kFixedHeaderSize + sections.size() * kSectionEntrySize + 8;
+  return block_size >= kPacVersion1MinBlockSize && v1_size <= payload_size() ? 1 : 2;
+}
+
+uint64_t FileIdentity(const char* file, uint32_t block_size, uint64_t block_count) {
+  XXH3_state_t* state = XXH3_createState();
+  XXH3_64bits_reset(state);
+  for (uint64_t b = 0; b < block_count; ++b)
+    XXH3_64bits_update(state, file + b * block_size, block_size - kBlockTrailerSize);
+  const uint64_t id = XXH3_64bits_digest(state);
+  XXH3_freeState(state);
+  return id;
 }
 
 void PacHeader::EncodeTo(char* dst) {
@@ -79,8 +94,13 @@ void PacHeader::EncodeTo(char* dst) {
   PutField<uint64_t>(dst, 112, bin_block_count);
   PutField<uint32_t>(dst, 120, max_depth);
   PutField<uint32_t>(dst, 124, 0);
+  if (version >= 3) {
+    PutField<uint64_t>(dst, 128, file_id);
+    PutField<uint64_t>(dst, 136, 0);
+  }
+  const size_t table = FixedHeaderSize(version);
   for (size_t i = 0; i < sections.size(); ++i) {
-    char* e = dst + kFixedHeaderSize + i * kSectionEntrySize;
+    char* e = dst + table + i * kSectionEntrySize;
     PutField<uint32_t>(e, 0, sections[i].type);
     PutField<uint32_t>(e, 4, sections[i].flags);
     PutField<uint64_t>(e, 8, sections[i].offset);
@@ -120,12 +140,14 @@ Status CheckMagicAndVersion(const char* src, const std::string& what) {
 StatusOr<uint64_t> HeaderFileBytes(const char* file, uint64_t avail, const std::string& what) {
   if (avail < kFixedHeaderSize) return Status::Corruption(what + ": too short to be a .pac file");
   PACSET_RETURN_IF_ERROR(CheckMagicAndVersion(file, what));
+  const uint32_t version = GetField<uint32_t>(file, 8);
   const uint32_t size = GetField<uint32_t>(file, 12);
   const uint32_t block_size = GetField<uint32_t>(file, 16);
   if (!IsValidBlockSize(block_size))
     return Status::Corruption(what + ": block size " + std::to_string(block_size) +
                               " is not a power of two in 256 B..1 MiB");
-  if (size < kFixedHeaderSize + 8 || size > kFixedHeaderSize + 1024 * kSectionEntrySize + 8)
+  const size_t fixed = FixedHeaderSize(version);
+  if (size < fixed + 8 || size > fixed + kMaxSections * kSectionEntrySize + 8)
     return Status::Corruption(what + ": header size " + std::to_string(size) + " is inconsistent");
   const uint64_t payload = block_size - kBlockTrailerSize;
   return (size + payload - 1) / payload * block_size;
@@ -152,13 +174,15 @@ StatusOr<PacHeader> PacHeader::DecodeFrom(const char* src, size_t avail, const s
   auto bad = [&](const std::string& m) { return Status::Corruption(what + ": " + m); };
   if (avail < 12) return bad("too short to be a .pac file");
   PACSET_RETURN_IF_ERROR(CheckMagicAndVersion(src, what));
-  if (avail < kFixedHeaderSize + 8) return bad("too short to be a .pac file");
   PacHeader h;
   h.version = GetField<uint32_t>(src, 8);
+  h.max_version = h.version;  // encoding it again writes the same version
+  const size_t fixed = FixedHeaderSize(h.version);
+  if (avail < fixed + 8) return bad("too short to be a .pac file");
   const uint32_t size = GetField<uint32_t>(src, 12);
   h.block_size = GetField<uint32_t>(src, 16);
   const uint32_t nsec = GetField<uint32_t>(src, 20);
-  if (nsec > 1024 || size != kFixedHeaderSize + nsec * kSectionEntrySize + 8 || size > avail)
+  if (nsec > kMaxSections || size != fixed + nsec * kSectionEntrySize + 8 || size > avail)
     return bad("header size " + std::to_string(size) + " is inconsistent");
   if (Checksum64(src, size - 8) != GetField<uint64_t>(src, size - 8))
     return bad("header checksum mismatch");
@@ -196,51 +220,115 @@ StatusOr<PacHeader> PacHeader::DecodeFrom(const char* src, size_t avail, const s
   h.node_block_count = GetField<uint64_t>(src, 104);
   h.bin_block_count = GetField<uint64_t>(src, 112);
   h.max_depth = GetField<uint32_t>(src, 120);
-  if (h.task > 2 || h.postprocess > 5 || h.aggregation > 1 || h.input_precision > 1 ||
-      h.accumulate_precision > 1 || h.node_format > 1 || h.layout > 8 || h.cardinality_source > 4)
-    return bad("unknown enumeration value in the header");
-  if (h.num_outputs == 0 || h.num_outputs > (1u << 20) ||
-      (h.leaf_width != 1 && h.leaf_width != h.num_outputs))
-    return bad("inconsistent output counts");
-  if (h.num_features == 0 || h.num_trees == 0) return bad("no features or no trees");
+  if (h.version >= 3) h.file_id = GetField<uint64_t>(src, 128);
+
+  // FORMAT.md §5, "Header": the rules below, in its order. Task, layout,
+  // cardinality source, class count, bin depth and trees per bin are
+  // informative: any value is accepted.
+  const struct {
+    const char* name;
+    uint8_t value, max;
+  } enums[] = {{"postprocess", h.postprocess, 5},
+               {"aggregation", h.aggregation, 1},
+               {"input_precision", h.input_precision, 1},
+               {"accumulate_precision", h.accumulate_precision, 1},
+               {"node_format", h.node_format, 1}};
+  for (const auto& e : enums)
+    if (e.value > e.max)
+      return bad(std::string("unknown ") + e.name + " " + std::to_string(e.value) +
+                 " in the header");
+  if (h.num_outputs == 0 || h.num_outputs > kMaxOutputs)
+    return bad("output count " + std::to_string(h.num_outputs) + " is not in 1.." +
+               std::to_string(kMaxOutputs));
+  if (h.leaf_width != 1 && h.leaf_width != h.num_outputs)
+    return bad("leaf width " + std::to_string(h.leaf_width) +
+               " is neither 1 nor the output count " + std::to_string(h.num_outputs));
+  if (h.postprocess == 2 && h.num_outputs < 2) return bad("softmax with a single output");
+  if (h.postprocess == 5 && h.num_outputs != 1)
+    return bad("sigmoid pair with " + std::to_string(h.num_outputs) + " outputs (it needs 1)");
   if (!std::isfinite(h.sigmoid_alpha)) return bad("sigmoid alpha is not finite");
-  if (h.block_count == 0 || h.block_count > (uint64_t{1} << 40))
+  if (h.num_features == 0) return bad("no features");
+  if (h.num_trees == 0) return bad("no trees");
+  if (h.max_depth > kMaxDepth)
+    return bad("max depth " + std::to_string(h.max_depth) + " is above " +
+               std::to_string(kMaxDepth));
+  if (h.block_count == 0 || h.block_count > kMaxBlockCount)
     return bad("block count " + std::to_string(h.block_count) + " is out of range");
-  if (h.node_first_block == 0 || h.node_first_block + h.node_block_count > h.block_count ||
-      h.bin_block_count > h.node_block_count)
-    return bad("node region lies outside the file");
-  if (h.max_depth > (1u << 24)) return bad("max depth out of range");
+  if (h.node_first_block == 0 || h.node_block_count == 0 || h.node_first_block >= h.block_count ||
+      h.node_block_count > h.block_count - h.node_first_block)
+    return bad("node region (blocks " + std::to_string(h.node_first_block) + " + " +
+               std::to_string(h.node_block_count) + ") lies outside the file");
+  if (h.bin_block_count > h.node_block_count) return bad("more bin blocks than node blocks");
+  // What the node region holds must fit in it (readers size buffers by these).
+  const uint64_t payload_units = h.payload_size() / kUnit;
+  const uint64_t region_units = h.node_block_count * payload_units;
+  const uint64_t node_units = h.node_format == 0 ? 1 : 2;
+  const uint64_t record_units = (8ull * h.leaf_width + kUnit - 1) / kUnit;
+  if (h.num_nodes > region_units / node_units ||
+      h.num_leaf_records > (region_units - h.num_nodes * node_units) / record_units ||
+      (h.num_leaf_records > 0 && record_units > payload_units))
+    return bad(std::to_string(h.num_nodes) + " nodes and " + std::to_string(h.num_leaf_records) +
+               " leaf records do not fit the node region");
+
   const uint64_t file_bytes = h.block_count * h.block_size;
+  const uint64_t meta_end = h.node_first_block * h.block_size;
+  const uint64_t node_end = (h.node_first_block + h.node_block_count) * h.block_size;
+  std::set<uint32_t> types;
   for (uint32_t i = 0; i < nsec; ++i) {
-    const char* e = src + kFixedHeaderSize + i * kSectionEntrySize;
+    const char* e = src + fixed + i * kSectionEntrySize;
     SectionEntry s;
     s.type = GetField<uint32_t>(e, 0);
     s.flags = GetField<uint32_t>(e, 4);
     s.offset = GetField<uint64_t>(e, 8);
     s.count = GetField<uint64_t>(e, 16);
     s.record_size = GetField<uint32_t>(e, 24);
-    if (s.record_size == 0 || s.record_size > h.payload_size())
-      return bad("section " + std::to_string(i) + " has record size " +
-                 std::to_string(s.record_size));
-    if (s.offset % h.block_size + s.record_size > h.payload_size() && s.count > 0)
-      return bad("section " + std::to_string(i) + " starts inside a block trailer");
-    if (s.count > file_bytes || SectionEnd(s, h.block_size) > file_bytes)
-      return bad("section " + std::to_string(i) + " extends past the end of the file");
-    if ((s.flags & kSectionRequired) && (s.type < static_cast<uint32_t>(SectionType::kTreeTable) ||
-                                         s.type > static_cast<uint32_t>(SectionType::kLeafIds)))
-      return Status::NotSupported(what + ": needs section type " + std::to_string(s.type) +
-                                  ", which this pacset does not know (written by a newer version)");
+    const std::string sec =
+        "section " + std::to_string(i) + " (type " + std::to_string(s.type) + ")";
+    if (!types.insert(s.type).second) return bad(sec + ": a second section of its type");
+    const bool known = s.type >= static_cast<uint32_t>(SectionType::kTreeTable) &&
+                       s.type <= static_cast<uint32_t>(SectionType::kLeafIds);
+    if (!known) {
+      if (s.flags & kSectionRequired)
+        return Status::NotSupported(what + ": needs section type " + std::to_string(s.type) +
+                                    ", which this pacset does not know (written by a newer "
+                                    "version)");
+      h.sections.push_back(s);  // skipped: nothing about it is checked
+      continue;
+    }
+    static constexpr uint32_t kRecordSize[] = {0, sizeof(TreeRecord), 8, kUnit, 1, 8};
+    if (s.record_size != kRecordSize[s.type])
+      return bad(sec + " has record size " + std::to_string(s.record_size) + ", not " +
+                 std::to_string(kRecordSize[s.type]));
+    if (s.count > 0 && s.offset % h.block_size + s.record_size > h.payload_size())
+      return bad(sec + ": its first record would cross a block trailer");
+    const uint64_t end = SectionEnd(s, h.block_size);
+    if (s.count > file_bytes || end > file_bytes)
+      return bad(sec + " extends past the end of the file");
+    switch (static_cast<SectionType>(s.type)) {
+      case SectionType::kTreeTable:
+      case SectionType::kBaseScore:
+      case SectionType::kSourceInfo:
+        if (end > meta_end) return bad(sec + " extends past the metadata blocks");
+        break;
+      case SectionType::kNodes:
+        if (s.offset != meta_end || s.count != region_units)
+          return bad(sec + " is not the node region");
+        break;
+      case SectionType::kLeafIds:
+        if (s.offset < node_end || s.count < region_units)
+          return bad(sec + " does not follow the node region or is too short for it");
+        break;
+    }
     h.sections.push_back(s);
   }
   for (SectionType t : {SectionType::kTreeTable, SectionType::kBaseScore, SectionType::kNodes}) {
-    const SectionEntry* s = h.FindSection(t);
-    if (!s) return bad("a required section is missing");
+    if (!h.FindSection(t))
+      return bad("required section type " + std::to_string(static_cast<uint32_t>(t)) +
+                 " is missing");
   }
-  if (h.FindSection(SectionType::kTreeTable)->count != h.num_trees ||
-      h.FindSection(SectionType::kTreeTable)->record_size != sizeof(TreeRecord))
+  if (h.FindSection(SectionType::kTreeTable)->count != h.num_trees)
     return bad("tree table does not match the tree count");
-  if (h.FindSection(SectionType::kBaseScore)->count != h.num_outputs ||
-      h.FindSection(SectionType::kBaseScore)->record_size != 8)
+  if (h.FindSection(SectionType::kBaseScore)->count != h.num_outputs)
     return bad("base score section does not match the output count");
   return h;
 }

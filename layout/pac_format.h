@@ -1,4 +1,4 @@
-// The .pac file format, versions 1 and 2: constants, on-disk records and the
+// The .pac file format, versions 1 to 3: constants, on-disk records and the
 // header's EncodeTo / DecodeFrom. The normative description is
 // layout/FORMAT.md; keep the two in step.
 #pragma once
@@ -18,10 +18,12 @@ namespace pacset {
 
 inline constexpr char kPacMagic[8] = {'P', 'A', 'C', 'S', 'E', 'T', '\r', '\n'};
 // Version 2 allows blocks below 4 KiB and a header that flows over the
-// payloads of several blocks; everything else is version 1. Writers write the
-// lowest version that can hold the file (PacHeader::EncodedVersion), so files
-// with 4 KiB blocks or more stay readable by version-1 readers.
-inline constexpr uint32_t kPacVersion = 2;  // the newest version this code reads and writes
+// payloads of several blocks; version 3 adds the file's identity (file_id),
+// which seeds every block's checksum, so a block of another file or
+// generation at the same index fails verification. Writers write version 3
+// unless asked for an older one (PacHeader::max_version), for readers that
+// predate it; then the lowest of 1 and 2 that can hold the file.
+inline constexpr uint32_t kPacVersion = 3;  // the newest version this code reads and writes
 inline constexpr uint32_t kPacVersion1MinBlockSize = 4096;
 // Offsets and sizes in the node region are counted in 16-byte units.
 inline constexpr uint32_t kUnit = 16;
@@ -111,6 +113,9 @@ struct SectionEntry {  // 32 bytes on disk
 // The fixed header at the start of block 0 (see FORMAT.md for offsets).
 struct PacHeader {
   uint32_t version = kPacVersion;  // set by EncodeTo (EncodedVersion), checked by DecodeFrom
+  // Writers: the newest version EncodeTo may write (3; 2 for readers that
+  // predate version 3, which then writes 1 or 2). Not stored.
+  uint32_t max_version = kPacVersion;
   uint32_t block_size = 0;
   uint64_t block_count = 0;
   uint8_t task = 0;
@@ -135,16 +140,24 @@ struct PacHeader {
   uint64_t node_block_count = 0;
   uint64_t bin_block_count = 0;  // the first bin_block_count node blocks hold the bins
   uint32_t max_depth = 0;        // deepest root-to-leaf path (edges); bounds traversals
+  // Version 3: the file's identity, the seed of every block checksum
+  // (block_seed). The packer derives it from the contents (FileIdentity), so
+  // packing is deterministic and different files get different ids.
+  uint64_t file_id = 0;
   std::vector<SectionEntry> sections;
   uint64_t checksum = 0;  // filled by EncodeTo, checked by DecodeFrom
 
   uint32_t payload_size() const { return block_size - kBlockTrailerSize; }
+  // The seed of this file's block checksums: file_id from version 3, else 0.
+  uint64_t block_seed() const { return version >= 3 ? file_id : 0; }
   const SectionEntry* FindSection(SectionType t) const;
 
-  // Encoded size in bytes (fixed part + section table + checksum).
+  // Encoded size in bytes (fixed part + section table + checksum) when
+  // written as EncodedVersion().
   size_t EncodedSize() const;
-  // The version a file with this header is written as: 1 when the blocks are
-  // at least 4 KiB and the header fits block 0's payload, else 2.
+  // The version a file with this header is written as: max_version when it
+  // is 3; else 1 when the blocks are at least 4 KiB and the header fits
+  // block 0's payload, and 2 otherwise.
   uint32_t EncodedVersion() const;
   // Writes the header stream (EncodedSize() bytes, contiguous) at `dst`;
   // sets version (EncodedVersion) and checksum.
@@ -163,10 +176,27 @@ struct PacHeader {
                                             const std::string& what);
 };
 
-// The fixed part of the header (magic .. max_depth) lies in block 0 for every
-// block size (its payload is at least 240 bytes).
+// The part of the header every version shares (magic .. max_depth): it lies
+// in block 0 for every block size (its payload is at least 240 bytes).
 inline constexpr size_t kFixedHeaderSize = 128;
+// Version 3's fixed part adds file_id (at 128) and a reserved u64 (at 136).
+inline constexpr size_t kFixedHeaderSizeV3 = 144;
+inline size_t FixedHeaderSize(uint32_t version) {
+  return version >= 3 ? kFixedHeaderSizeV3 : kFixedHeaderSize;
+}
 inline constexpr size_t kSectionEntrySize = 32;
+// Bounds of header fields (FORMAT.md §5).
+inline constexpr uint32_t kMaxOutputs = 1u << 20;
+inline constexpr uint32_t kMaxDepth = 1u << 24;
+inline constexpr uint64_t kMaxBlockCount = uint64_t{1} << 40;
+// Most sections a header may list (bounds the header a reader gathers).
+inline constexpr uint32_t kMaxSections = 1024;
+
+// The identity the packer gives a version-3 file (FORMAT.md §2): XXH3-64
+// (seed 0) of the payloads of blocks 0 .. block_count-1 in order, taken
+// while the header holds file_id 0 (and the header checksum that goes with
+// it). `file` is the whole image, every payload written.
+uint64_t FileIdentity(const char* file, uint32_t block_size, uint64_t block_count);
 
 // How many leading bytes of a file hold its header (whole blocks), read from
 // the fixed part at `file` (at least kFixedHeaderSize bytes): a reader reads

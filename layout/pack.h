@@ -69,6 +69,11 @@ struct PackOptions {
   bool leaf_ids = true;                  // store library leaf ids (for predict --leaf)
   bool force_wide_nodes = false;         // for tests: use 32-byte nodes even when 16 would be exact
   bool progress = false;                 // draw a progress bar on stderr
+  // The .pac format version to write (layout/FORMAT.md): 0 or 3, the newest
+  // (blocks bound to the file by its identity); 2 for readers that predate
+  // version 3 (pacset 0.1): version 1 when the blocks are at least
+  // 4 KiB and the header fits block 0, else 2.
+  uint32_t format_version = 0;
   // Rows to count blocks per row on when choosing bin parameters (not owned;
   // forest.num_features columns). Null: the expected count from the weights.
   const RowMatrix* score_rows = nullptr;

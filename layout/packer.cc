@@ -44,6 +44,10 @@ Status ValidatePackOptions(const PackOptions& o) {
     return Status::InvalidArgument("bin depth must be between 1 and 16");
   if (o.trees_per_bin > (1u << 24) && o.trees_per_bin != kTreesPerBinFit)
     return Status::InvalidArgument("trees per bin is too large");
+  if (o.format_version != 0 && o.format_version != 2 && o.format_version != kPacVersion)
+    return Status::InvalidArgument("format version " + std::to_string(o.format_version) +
+                                   " cannot be written: 2 (versions 1 and 2, read by pacset "
+                                   "0.1) or 3 (the newest)");
   return Status::Ok();
 }
 
@@ -176,7 +180,9 @@ nlohmann::json BinChoiceJson(const PackOptions& o, CardinalitySource weights,
 uint64_t PlaceMetadata(PacHeader& h, size_t num_sections, size_t info_len) {
   const uint64_t bs = h.block_size, payload = h.payload_size();
   h.sections.clear();
-  const uint64_t header_size = kFixedHeaderSize + num_sections * kSectionEntrySize + 8;
+  // Versions 1 and 2 share the fixed part's size.
+  const uint64_t header_size =
+      FixedHeaderSize(h.max_version) + num_sections * kSectionEntrySize + 8;
   uint64_t pos = PayloadStreamOffset((header_size + 15) / 16 * 16, h.block_size);
   auto place = [&](SectionType type, uint32_t flags, uint64_t count, uint32_t rs) {
     if (pos % bs + rs > payload) pos = (pos / bs + 1) * bs;
@@ -214,6 +220,7 @@ StatusOr<Plan> MakePlan(const Forest& f, const PackOptions& o) {
   if (plan.format == NodeFormat::kWide32) ComputeInput(f, plan.format, plan.in, &plan.inlined);
 
   PacHeader& h = plan.header;
+  h.max_version = o.format_version == 0 ? kPacVersion : o.format_version;
   h.block_size = bs;
   h.task = static_cast<uint8_t>(f.task);
   h.postprocess = static_cast<uint8_t>(f.postprocess);
@@ -381,8 +388,16 @@ void Encode(const Forest& f, Plan& plan, char* base, bool progress) {
     if ((t & 255) == 0) bar.Update(f.tree_offset[t + 1]);
   }
   bar.Finish();
+  // Version 3: the file's identity from its contents, taken with file_id 0
+  // (FORMAT.md §2), then the header that holds it; every block's checksum
+  // is seeded with it.
+  h.file_id = 0;
   h.EncodeToFile(base);
-  for (uint64_t b = 0; b < h.block_count; ++b) SealBlock(base + b * bs, bs, b);
+  if (h.version >= 3) {
+    h.file_id = FileIdentity(base, bs, h.block_count);
+    h.EncodeToFile(base);
+  }
+  for (uint64_t b = 0; b < h.block_count; ++b) SealBlock(base + b * bs, bs, b, h.block_seed());
 }
 
 void FillReport(const Plan& plan, const PackOptions& o, PackReport* r) {

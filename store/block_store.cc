@@ -56,7 +56,7 @@ Status BlockStore::MultiGet(const ForestInfo& forest, const std::vector<uint64_t
                              ": stored block has " + std::to_string(data.size()) +
                              " bytes, expected " + std::to_string(forest.block_size));
     } else {
-      v = VerifyBlock(data.data(), forest.block_size, blocks[i], context);
+      v = VerifyBlock(data.data(), forest.block_size, blocks[i], forest.block_seed, context);
     }
     if (!v.ok()) {
       out->clear();

@@ -18,7 +18,7 @@
 //                             redis+cluster:// is accepted as a synonym
 //
 // Integrity: every block returned by Get/MultiGet has passed VerifyBlock
-// (checksum and position). A mismatch is kCorruption naming forest,
+// (checksum under the forest's block seed, and position). A mismatch is kCorruption naming forest,
 // generation and block; the bytes are never returned.
 //
 // Garbage: a generation that is no longer current and not pinned is garbage.
@@ -83,6 +83,10 @@ struct ForestInfo {
   uint32_t block_size = 0;
   uint64_t block_count = 0;
   uint64_t header_checksum = 0;  // the .pac header checksum, to tell generations apart
+  // The seed of the forest's block checksums (PacHeader::block_seed: the
+  // .pac file's identity from format version 3, 0 before): every block read
+  // is verified with it, so a block of another file at the same index fails.
+  uint64_t block_seed = 0;
   int64_t created_unix_ns = 0;
   std::string source_file;     // base name of the imported model or .pac
   std::string source_format;   // "xgboost-json", "sklearn-pickle", "pac", ...

@@ -50,7 +50,8 @@ Status PublishFile(BlockStore& store, const std::string& name, const std::string
     for (uint64_t i = 0; i < n; ++i) {
       const char* block = buf.data() + i * block_size;
       // Checked before it is stored: a damaged input is never published.
-      PACSET_RETURN_IF_ERROR(VerifyBlock(block, block_size, first + i, "file " + pac_path));
+      PACSET_RETURN_IF_ERROR(
+          VerifyBlock(block, block_size, first + i, info.block_seed, "file " + pac_path));
       PACSET_RETURN_IF_ERROR(writer->Put(first + i, block));
     }
   }

@@ -16,7 +16,8 @@ namespace pacset {
 // caller reads block_size from the .pac header); every block is verified
 // before it is stored, so a damaged file is rejected with kCorruption naming
 // the file and block, and nothing is published. `info` supplies the catalog
-// metadata (source model, header checksum); the store fills in name,
+// metadata (source model, header checksum, block seed: blocks are verified
+// with it); the store fills in name,
 // generation and sizes. `generation_out` (may be null) receives the new
 // generation.
 Status PublishFile(BlockStore& store, const std::string& name, const std::string& pac_path,

@@ -55,7 +55,8 @@ StatusOr<std::string> ReadMetadata(StoreBlockSource& source, const ForestInfo& i
                               " blocks of " + std::to_string(h.block_size) +
                               " bytes, the catalog " + std::to_string(info.block_count) + " of " +
                               std::to_string(info.block_size));
-  if (info.header_checksum != 0 && h.checksum != info.header_checksum)
+  if ((info.header_checksum != 0 && h.checksum != info.header_checksum) ||
+      h.block_seed() != info.block_seed)
     return Status::Corruption(what + ": its header does not match the catalog entry");
   PACSET_RETURN_IF_ERROR(ReadInto(source, meta.size() / bs, h.node_first_block, &meta));
   return meta;

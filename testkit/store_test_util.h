@@ -64,7 +64,7 @@ inline std::string MakeBlock(uint32_t block_size, uint64_t index, uint64_t seed)
     x ^= x << 17;
     memcpy(&b[i], &x, 8);
   }
-  SealBlock(b.data(), block_size, index);
+  SealBlock(b.data(), block_size, index, /*seed=*/0);
   return b;
 }
 

@@ -181,7 +181,9 @@ class SlowSource final : public HoldingSource {
     Status s = b == fail_ ? Status::IOError(file_.name() + " block " + std::to_string(b) +
                                             ": injected read failure")
                           : file_.ReadBlock(b, buf.data());
-    if (s.ok()) s = VerifyBlock(buf.data(), file_.header().block_size, b, file_.name());
+    if (s.ok())
+      s = VerifyBlock(buf.data(), file_.header().block_size, b, file_.header().block_seed(),
+                      file_.name());
     --concurrent_;
     if (s.ok()) delivered_[b] = true;
     std::lock_guard<std::mutex> lock(done->mu);

@@ -59,8 +59,12 @@ class ServedMount {
       po.block_size = kBs;
       const std::string pac = dir_.path() + "/" + name + ".pac";
       EXPECT_TRUE(PackForestToFile(forest, po, pac).ok());
+      auto file = PacFile::Open(pac);
+      EXPECT_TRUE(file.ok()) << file.status().ToString();
       ForestInfo info;
       info.source_format = "pac";
+      info.header_checksum = (*file)->header().checksum;
+      info.block_seed = (*file)->header().block_seed();
       EXPECT_TRUE(PublishFile(**real, name, pac, kBs, info, nullptr).ok()) << name;
     }
     // The test owns the store its counters live in, and the mount gets a

@@ -14,12 +14,13 @@
 namespace pacset {
 namespace {
 
-std::string Packed(uint32_t bs = 4096, uint32_t seed = 3) {
+std::string Packed(uint32_t bs = 4096, uint32_t seed = 3, uint32_t format_version = 0) {
   testing::RandomForestSpec spec;
   spec.seed = seed;
   spec.trees = 30;
   PackOptions o;
   o.block_size = bs;
+  o.format_version = format_version;
   auto b = PackForestToBuffer(testing::MakeRandomForest(spec), o);
   EXPECT_TRUE(b.ok());
   return *b;
@@ -35,8 +36,14 @@ PacHeader HeaderOf(const std::string& bytes) {
   return *h;
 }
 
+// Seals a block edited by a test with the file's seed, read straight from the
+// header bytes (which the test may have made invalid).
 void Reseal(std::string& bytes, uint32_t bs, uint64_t block) {
-  SealBlock(bytes.data() + block * bs, bs, block);
+  uint32_t version;
+  uint64_t file_id;
+  std::memcpy(&version, bytes.data() + 8, 4);
+  std::memcpy(&file_id, bytes.data() + 128, 8);
+  SealBlock(bytes.data() + block * bs, bs, block, version >= 3 ? file_id : 0);
 }
 
 TEST(PacFile, OpensWhatThePackerWrites) {
@@ -74,10 +81,10 @@ TEST(PacFile, RejectsAFlippedHeaderByte) {
 
 TEST(PacFile, RejectsANewerFormatVersionAsNotSupported) {
   std::string b = Packed();
-  b[8] = 3;
+  b[8] = 4;
   Status s = OpenStatus(b);
   EXPECT_EQ(s.code(), StatusCode::kNotSupported);
-  EXPECT_NE(s.message().find("version 3"), std::string::npos);
+  EXPECT_NE(s.message().find("version 4"), std::string::npos);
 }
 
 // The header stream of a file (FORMAT.md section 2), gathered from payloads.
@@ -89,10 +96,20 @@ std::string HeaderStream(const std::string& file, uint32_t bs) {
   return out;
 }
 
-TEST(PacFile, WritesVersion1From4KiBAndVersion2WithAHeaderFlowingOverSmallBlocks) {
-  const std::string big = Packed(4096);
+TEST(PacFile, WritesVersion3UnlessAskedForAnOlderOne) {
+  for (uint32_t bs : {256u, 4096u, 65536u}) {
+    const PacHeader h = HeaderOf(Packed(bs));
+    EXPECT_EQ(h.version, 3u) << bs;
+    EXPECT_NE(h.file_id, 0u) << bs;
+    EXPECT_EQ(h.block_seed(), h.file_id) << bs;
+    EXPECT_EQ(HeaderOf(Packed(bs, 3, 2)).block_seed(), 0u) << bs;
+  }
+}
+
+TEST(PacFile, FormatVersion2WritesVersion1From4KiBAndVersion2WithAHeaderFlowingOverSmallBlocks) {
+  const std::string big = Packed(4096, 3, 2);
   EXPECT_EQ(HeaderOf(big).version, 1u);
-  const std::string small = Packed(256);
+  const std::string small = Packed(256, 3, 2);
   auto f = PacFile::FromBuffer(small, "f.pac");
   ASSERT_TRUE(f.ok()) << f.status().ToString();
   const PacHeader& h = (*f)->header();
@@ -108,11 +125,11 @@ TEST(PacFile, WritesVersion1From4KiBAndVersion2WithAHeaderFlowingOverSmallBlocks
   // The tree table starts right after it, 16-byte aligned, in block 1.
   EXPECT_EQ(h.FindSection(SectionType::kTreeTable)->offset,
             256 + (stream.size() + 15) / 16 * 16 - 240);
-  for (uint32_t bs : {512u, 1024u, 2048u}) EXPECT_EQ(HeaderOf(Packed(bs)).version, 2u) << bs;
+  for (uint32_t bs : {512u, 1024u, 2048u}) EXPECT_EQ(HeaderOf(Packed(bs, 3, 2)).version, 2u) << bs;
 }
 
 TEST(PacFile, RefusesAVersion1FileWithBlocksSmallerThan4KiB) {
-  std::string b = Packed(256);
+  std::string b = Packed(256, 3, 2);
   std::string stream = HeaderStream(b, 256);
   stream[8] = 1;  // claim version 1, with a valid header checksum
   const uint64_t sum = Checksum64(stream.data(), stream.size() - 8);
@@ -213,7 +230,7 @@ TEST(PacFile, BlockServedAtTheWrongPositionIsCaught) {
   auto f = PacFile::FromBuffer(b, "f.pac");
   ASSERT_TRUE(f.ok());
   EXPECT_EQ((*f)->VerifyBlocks(), std::vector<uint64_t>{3});
-  EXPECT_NE(VerifyBlock(b.data() + 3 * h.block_size, h.block_size, 3, "f")
+  EXPECT_NE(VerifyBlock(b.data() + 3 * h.block_size, h.block_size, 3, h.block_seed(), "f")
                 .message()
                 .find("holds block 2"),
             std::string::npos);

@@ -33,8 +33,11 @@ Status PublishBytes(BlockStore& store, const std::string& name, const std::strin
   PACSET_ASSIGN_OR_RETURN(auto w, store.BeginGeneration(name, bs, bytes.size() / bs));
   for (uint64_t b = 0; b < bytes.size() / bs; ++b)
     PACSET_RETURN_IF_ERROR(w->Put(b, bytes.data() + b * bs));
+  PACSET_ASSIGN_OR_RETURN(PacHeader h, PacHeader::DecodeFromFile(bytes.data(), bytes.size(), name));
   ForestInfo info;
   info.source_format = "pac";
+  info.header_checksum = h.checksum;
+  info.block_seed = h.block_seed();
   return w->Publish(info);
 }
 
@@ -70,9 +73,10 @@ class StoreForestTest : public ::testing::TestWithParam<std::string> {
     store_ = std::move(*s);
   }
   // Packs `f` with `bs`-byte blocks and publishes it as `name`.
-  void Import(const std::string& name, const Forest& f, uint32_t bs) {
+  void Import(const std::string& name, const Forest& f, uint32_t bs, uint32_t format_version = 0) {
     PackOptions o;
     o.block_size = bs;
+    o.format_version = format_version;
     auto bytes = PackForestToBuffer(f, o);
     ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
     Status s = PublishBytes(*store_, name, *bytes, bs);
@@ -90,17 +94,19 @@ class StoreForestTest : public ::testing::TestWithParam<std::string> {
   std::shared_ptr<BlockStore> store_;
 };
 
-TEST_P(StoreForestTest, PredictsExactlyLikeTheInMemoryForestFrom256BTo64KiBBlocks) {
+TEST_P(StoreForestTest, PredictsExactlyLikeTheInMemoryForestFrom256BTo64KiBBlocksInEveryVersion) {
   for (Flavor flavor : {Flavor::kXgboost, Flavor::kSklearnProba, Flavor::kLightgbm}) {
     const Forest f = TestForest(flavor);
     const RowMatrix rows = MakeAdversarialRows(f, 150, 5);
     for (uint32_t bs : {256u, 1024u, 4096u, 65536u}) {
+      // Format version 3 (blocks bound to the file), and the older files.
+      const uint32_t version = bs == 1024u || bs == 65536u ? 2 : 3;
       const std::string name =
           "f" + std::to_string(static_cast<int>(flavor)) + "-" + std::to_string(bs);
-      Import(name, f, bs);
+      Import(name, f, bs, version);
       auto forest = OpenForest(name);
       ASSERT_NE(forest, nullptr);
-      EXPECT_EQ(forest->engine().file().header().version, bs < 4096 ? 2u : 1u);
+      EXPECT_EQ(forest->engine().file().header().version, version == 3 ? 3u : bs < 4096 ? 2u : 1u);
       ExpectSameAsInMemory(f, forest->engine(), rows, GetParam() + " " + name);
       // One row at a time, cold: the same answers.
       auto cold = OpenForest(name);

@@ -703,6 +703,7 @@ Status RunImport(const ImportOptions& opts) {
     }
   }
   info.header_checksum = file->header().checksum;
+  info.block_seed = file->header().block_seed();
   info.created_unix_ns = static_cast<int64_t>(std::time(nullptr)) * 1000000000;
   const uint32_t bs = file->header().block_size;
   const uint64_t size = file->size();

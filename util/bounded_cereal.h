@@ -28,6 +28,10 @@ class BoundedInputArchive : public cereal::PortableBinaryInputArchive {
   BoundedInputArchive(std::istream& in, uint64_t size)
       : cereal::PortableBinaryInputArchive(in), in_(in), size_(size) {}
 
+  // The version of the record being loaded, for loaders whose fields depend
+  // on it (set by whoever read the record's version first).
+  uint32_t record_version = 0;
+
   uint64_t BytesLeft() const {
     const std::streamoff at = in_.tellg();
     if (at < 0 || static_cast<uint64_t>(at) > size_) return 0;

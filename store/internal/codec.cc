@@ -12,11 +12,22 @@
 namespace pacset {
 
 // Strings bounded on loading (util/bounded_cereal.h): records come from
-// shared stores that other hosts write.
+// shared stores that other hosts write. Record version 2 added block_seed
+// (a version-1 record is a forest of .pac version 1 or 2: seed 0).
 template <class Archive>
-void serialize(Archive& ar, ForestInfo& f) {
+void save(Archive& ar, const ForestInfo& f) {
+  ar(f.name, f.generation, f.size_bytes, f.block_size, f.block_count, f.header_checksum,
+     f.created_unix_ns, f.source_file, f.source_format, f.source_library, f.block_seed);
+}
+
+template <class Archive>
+void load(Archive& ar, ForestInfo& f) {
   ar(Bound(f.name), f.generation, f.size_bytes, f.block_size, f.block_count, f.header_checksum,
      f.created_unix_ns, Bound(f.source_file), Bound(f.source_format), Bound(f.source_library));
+  const auto* bounded = dynamic_cast<const BoundedInputArchive*>(&ar);
+  if (bounded == nullptr) throw cereal::Exception("a ForestInfo needs a BoundedInputArchive");
+  f.block_seed = 0;
+  if (bounded->record_version >= 2) ar(f.block_seed);
 }
 
 namespace store_internal {
@@ -24,7 +35,8 @@ namespace {
 
 constexpr uint32_t kForestInfoMagic = 0x49534350;  // "PCSI"
 constexpr uint32_t kDirCatalogMagic = 0x43534350;  // "PCSC"
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;                   // written
+constexpr uint32_t kOldestVersion = 1;             // read
 
 template <class T>
 std::string Encode(uint32_t magic, T& value) {
@@ -45,9 +57,11 @@ Status Decode(const std::string& bytes, uint32_t magic, const std::string& what,
     uint32_t m = 0, version = 0;
     ar(m, version);
     if (m != magic) return Status::Corruption(what + ": not a pacset store record");
-    if (version != kVersion)
+    if (version < kOldestVersion || version > kVersion)
       return Status::NotSupported(what + ": record version " + std::to_string(version) +
-                                  " (this pacset reads version " + std::to_string(kVersion) + ")");
+                                  " (this pacset reads versions " + std::to_string(kOldestVersion) +
+                                  " to " + std::to_string(kVersion) + ")");
+    ar.record_version = version;
     ar(*value);
   } catch (const std::exception& e) {
     return Status::Corruption(what + ": truncated or corrupt record (" + e.what() + ")");

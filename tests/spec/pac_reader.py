@@ -24,8 +24,8 @@ MAGIC = b"PACSET\r\n"
 UNIT = 16
 
 _xxhash = ctypes.CDLL(ctypes.util.find_library("xxhash") or "libxxhash.so.0")
-_xxhash.XXH3_64bits.restype = ctypes.c_uint64
-_xxhash.XXH3_64bits.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+_xxhash.XXH3_64bits_withSeed.restype = ctypes.c_uint64
+_xxhash.XXH3_64bits_withSeed.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_uint64]
 _libm = ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6")
 _libm.expf.restype = ctypes.c_float
 _libm.expf.argtypes = [ctypes.c_float]
@@ -41,8 +41,8 @@ class PacError(Exception):
     pass
 
 
-def xxh3(data):
-    return _xxhash.XXH3_64bits(bytes(data), len(data))
+def xxh3(data, seed=0):
+    return _xxhash.XXH3_64bits_withSeed(bytes(data), len(data), seed)
 
 
 def expf(x):
@@ -72,15 +72,18 @@ class PacFile:
          self.num_nodes, self.num_leaf_records, self.sigmoid_alpha, self.bin_depth,
          self.trees_per_bin, self.node_first_block, self.node_block_count, self.bin_block_count,
          self.max_depth, _reserved) = self.HEADER.unpack_from(d, 0)
-        if self.version not in (1, 2):
+        if self.version not in (1, 2, 3):
             raise PacError(f"{path}: version {self.version}")
+        # §2: version 3's fixed part adds file_id, the seed of every block checksum.
+        self.fixed = 144 if self.version == 3 else 128
+        self.file_id = struct.unpack_from("<Q", d, 128)[0] if self.version == 3 else 0
         bs = self.block_size
         if bs < 256 or bs > 1048576 or bs & (bs - 1):
             raise PacError(f"{path}: block size {bs}")
         if len(d) != self.block_count * bs:
             raise PacError(f"{path}: size {len(d)} != block_count * block_size")
         self.payload = bs - 16
-        if self.header_size != 128 + 32 * self.section_count + 8:
+        if self.header_size != self.fixed + 32 * self.section_count + 8:
             raise PacError(f"{path}: bad header size")
         if self.version == 1 and (bs < 4096 or self.header_size > self.payload):
             raise PacError(f"{path}: version 1 needs 4 KiB blocks and the header in block 0")
@@ -99,7 +102,8 @@ class PacFile:
             raise PacError(f"{path}: header checksum")
         self.sections = {}
         for i in range(self.section_count):
-            stype, flags, offset, count, rsize, _ = struct.unpack_from("<IIQQII", h, 128 + 32 * i)
+            stype, flags, offset, count, rsize, _ = struct.unpack_from("<IIQQII", h,
+                                                                      self.fixed + 32 * i)
             if stype not in (1, 2, 3, 4, 5):
                 if flags & 1:
                     raise PacError(f"{path}: required section type {stype} unknown")
@@ -124,7 +128,7 @@ class PacFile:
         bs = self.block_size
         blk = self.data[b * bs:(b + 1) * bs]
         index, checksum = struct.unpack_from("<QQ", blk, bs - 16)
-        if index != b or checksum != xxh3(blk[:bs - 8]):
+        if index != b or checksum != xxh3(blk[:bs - 8], self.file_id):
             raise PacError(f"{self.path}: block {b} is corrupt")
         self.verified.add(b)
 
