@@ -186,7 +186,14 @@ PacEngine::~PacEngine() = default;
 const internal::WarmForest* PacEngine::WarmForestFor(const char* image, uint64_t walks,
                                                      Status* status) const {
   if (const internal::WarmForest* w = warm_forest_.load(std::memory_order_acquire)) return w;
-  if (warm_forest_tried_.load(std::memory_order_relaxed)) return nullptr;
+  if (warm_forest_tried_.load(std::memory_order_acquire)) {
+    // The build found the file's structure broken: every warm request says so.
+    if (warm_forest_corrupt_.load(std::memory_order_acquire)) {
+      MutexLock lock(&warm_forest_mu_);
+      *status = warm_forest_error_;
+    }
+    return nullptr;
+  }
   const uint64_t done = warm_walks_.fetch_add(walks, std::memory_order_relaxed) + walks;
   if (done * kWarmForestNodesPerWalk < file_->header().num_nodes) return nullptr;
   // One thread builds; the others walk the mapping meanwhile.
@@ -199,6 +206,11 @@ const internal::WarmForest* PacEngine::WarmForestFor(const char* image, uint64_t
       w = warm_forest_owned_.get();
       warm_forest_tried_.store(true, std::memory_order_relaxed);
       warm_forest_.store(w, std::memory_order_release);
+    } else if (built.status().IsCorruption()) {
+      *status = built.status();
+      warm_forest_error_ = built.status();
+      warm_forest_corrupt_.store(true, std::memory_order_release);
+      warm_forest_tried_.store(true, std::memory_order_release);
     } else {
       *status = built.status();  // a block unreadable now; try again next time
     }

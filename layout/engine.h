@@ -179,8 +179,12 @@ class PacEngine {
   mutable std::atomic<uint64_t> warm_walks_{0};  // warm work so far
   mutable std::atomic<const internal::WarmForest*> warm_forest_{nullptr};
   mutable std::atomic<bool> warm_forest_tried_{false};
+  // The build found the structure broken (FORMAT.md §5): warm requests fail
+  // with warm_forest_error_ instead of building again.
+  mutable std::atomic<bool> warm_forest_corrupt_{false};
   mutable Mutex warm_forest_mu_;
   mutable std::unique_ptr<internal::WarmForest> warm_forest_owned_ GUARDED_BY(warm_forest_mu_);
+  mutable Status warm_forest_error_ GUARDED_BY(warm_forest_mu_);
 };
 
 }  // namespace pacset

@@ -12,14 +12,52 @@
 namespace pacset::internal {
 namespace {
 
-// Buffers of the build, all allocated before the passes that read the
-// mapping: those run where a SIGBUS may jump out, so they allocate nothing.
+// Buffers of the build, all allocated before the pass that reads the
+// mapping: it runs where a SIGBUS may jump out, so it allocates nothing.
+// That pass copies every node it checks into `copies`; everything after it
+// reads the copies only, never the mapping again (a file rewritten under
+// its mapping cannot slip a node in between the check and the use). Only
+// leaf records' values (data, not structure) are read from the mapping
+// again, at references checked in the copies.
+template <typename NodeT>
 struct Scratch {
-  std::vector<uint32_t> index;  // per node-region unit: 0 unseen, then node index + 1
+  std::vector<uint32_t> index;  // per node-region unit: 0 unseen, then 1 + visit number
+  std::vector<NodeT> copies;    // per visit number: the node as checked
+  std::vector<uint32_t> order;  // per position in file order: the visit number
   std::vector<uint64_t> stack;  // DFS: ref << 8 | depth
   uint64_t num_nodes = 0;
-  uint64_t num_records = 0;  // leaf-record children
+  uint64_t num_records = 0;  // leaf-record leaves, roots included
 };
+
+// Why a file is not a forest of trees (FORMAT.md §5), as plain data: the
+// checking pass runs where a SIGBUS may jump out.
+struct Fault {
+  enum Code : uint8_t {
+    kNone = 0,
+    kOutside,       // a node outside the node region or across a trailer
+    kTooDeep,       // deeper than the header's max depth
+    kReachedTwice,  // shared, or a cycle
+    kTooMany,       // more nodes than the header says
+    kFeature,       // a feature the model does not have
+    kBadLeaf,       // a leaf outside the region, a class out of range
+  };
+  Code code = kNone;
+  uint64_t tree = 0;
+  uint64_t ref = 0;
+};
+
+Status FaultToStatus(const PacFile& file, const Fault& f) {
+  static const char* const kWhat[] = {
+      "",
+      "has a node outside the node region or across a block trailer",
+      "has a path longer than the header's max depth",
+      "reaches a node twice (shared, or a cycle)",
+      "has more internal nodes than the header says",
+      "splits on a feature the model does not have",
+      "has a leaf outside the node region or a class out of range"};
+  return Status::Corruption(file.name() + ": tree " + std::to_string(f.tree) + " " + kWhat[f.code] +
+                            " (unit " + std::to_string(f.ref) + ")");
+}
 
 template <typename NodeT>
 struct Builder {
@@ -48,15 +86,19 @@ struct Builder {
     return false;
   }
 
-  // Pass 1: every tree's nodes, checked; false when the file is not a plain
-  // forest of trees.
-  bool Collect(Scratch& s) const {
+  // Pass 1: every tree's nodes, checked and copied (the only pass that reads
+  // nodes from the mapping). Creates nothing with a destructor.
+  Fault Collect(Scratch<NodeT>& s) const {
     using V = NodeView<NodeT>;
+    constexpr uint64_t kNodeUnits = sizeof(NodeT) / kUnit;
     const PacHeader& h = file.header();
     const size_t stack_cap = s.stack.size();
-    for (const TreeRecord& t : file.trees()) {
+    const std::vector<TreeRecord>& trees = file.trees();
+    for (uint64_t ti = 0; ti < trees.size(); ++ti) {
+      const TreeRecord& t = trees[ti];
       if (t.root_kind != kNodeKind) {
-        if (!LeafOk(t.root, t.root_kind)) return false;
+        if (!LeafOk(t.root, t.root_kind)) return {Fault::kBadLeaf, ti, t.root};
+        s.num_records += t.root_kind == static_cast<uint32_t>(RefKind::kLeafRecord);
         continue;
       }
       size_t top = 0;
@@ -65,29 +107,33 @@ struct Builder {
         const uint64_t e = s.stack[--top];
         const uint64_t ref = e >> 8;
         const uint32_t depth = e & 0xFF;
-        if (depth > h.max_depth || !file.RefInNodeRegion(ref, sizeof(NodeT))) return false;
-        uint32_t& seen = s.index[ref - lo];
-        // Shared, a cycle, or more nodes than the header says.
-        if (seen || s.num_nodes == file.header().num_nodes) return false;
-        seen = 1;
-        ++s.num_nodes;
-        const NodeT n = Node(ref);
-        if (V::Feature(n) >= h.num_features) return false;
+        if (!file.RefInNodeRegion(ref, sizeof(NodeT))) return {Fault::kOutside, ti, ref};
+        if (depth > h.max_depth) return {Fault::kTooDeep, ti, ref};
+        for (uint64_t k = 0; k < kNodeUnits; ++k)
+          if (s.index[ref - lo + k]) return {Fault::kReachedTwice, ti, ref};
+        if (s.num_nodes == s.copies.size()) return {Fault::kTooMany, ti, ref};
+        const uint64_t visit = s.num_nodes++;
+        s.index[ref - lo] = static_cast<uint32_t>(visit + 1);
+        if (kNodeUnits > 1) s.index[ref - lo + 1] = UINT32_MAX;  // taken, not a node start
+        s.copies[visit] = Node(ref);
+        const NodeT& n = s.copies[visit];
+        if (V::Feature(n) >= h.num_features) return {Fault::kFeature, ti, ref};
         const uint32_t flags = V::Flags(n);
         const uint64_t child[2] = {n.left, n.right};
         for (int c = 0; c < 2; ++c) {
           const uint32_t kind = (flags >> (kLeftKindShift + 2 * c)) & 3u;
           if (kind != kNodeKind) {
-            if (!LeafOk(child[c], kind)) return false;
+            if (!LeafOk(child[c], kind)) return {Fault::kBadLeaf, ti, child[c]};
             s.num_records += kind == static_cast<uint32_t>(RefKind::kLeafRecord);
           } else {
-            if (top == stack_cap || child[c] >= (uint64_t{1} << 56)) return false;
+            if (top == stack_cap || child[c] >= (uint64_t{1} << 56))
+              return {Fault::kTooDeep, ti, child[c]};
             s.stack[top++] = child[c] << 8 | (depth + 1);
           }
         }
       }
     }
-    return true;
+    return {};
   }
 
   // Pass 2: the nodes in file order, children renumbered. Leaf entries
@@ -95,7 +141,7 @@ struct Builder {
   // needs no other); the others follow. True when every leaf is an inline
   // value.
   template <typename Out>
-  bool Fill(const Scratch& s, WarmForest* w, Out* out) const {
+  bool Fill(const Scratch<NodeT>& s, WarmForest* w, Out* out) const {
     using V = NodeView<NodeT>;
     const uint32_t K = file.header().num_outputs;
     for (uint32_t c = 0; c < K; ++c)
@@ -116,10 +162,8 @@ struct Builder {
       w->leaves[num_leaves] = ref | uint64_t{kind} << kWarmLeafKindShift;
       return ~static_cast<int32_t>(num_leaves++);
     };
-    size_t i = 0;
-    for (uint64_t u = 0; u < s.index.size(); ++u) {
-      if (!s.index[u]) continue;
-      const NodeT n = Node(lo + u);
+    for (size_t i = 0; i < s.order.size(); ++i) {
+      const NodeT& n = s.copies[s.order[i]];
       const uint32_t flags = V::Flags(n);
       out[i].threshold = n.threshold;
       out[i].feature = V::Feature(n);
@@ -127,7 +171,6 @@ struct Builder {
       out[i].child[1] = child_of(n.right, (flags >> kRightKindShift) & 3u);
       w->flags[i] = static_cast<uint8_t>(flags & kRoutingFlagMask);
       if (flags & kZeroIsMissing) w->plain_routing = false;
-      ++i;
     }
     const std::vector<TreeRecord>& trees = file.trees();
     for (size_t t = 0; t < trees.size(); ++t)
@@ -147,22 +190,31 @@ StatusOr<std::unique_ptr<WarmForest>> Build(const PacFile& file, const char* ima
   if (h.num_nodes >= (uint64_t{1} << 30) || h.num_outputs >= (1u << 30) || h.max_depth >= 255)
     return std::unique_ptr<WarmForest>();
   Builder<NodeT> b{file, image, h.node_first_block * block_units, LeafRecordBytes(h.leaf_width)};
-  Scratch s;
+  Scratch<NodeT> s;
   s.index.assign(units, 0);
+  s.copies.resize(h.num_nodes);  // PacHeader checked that they fit the node region
   s.stack.resize(h.max_depth + 2);
-  bool ok;
+  Fault fault;
   {
     SigbusScope scope(image, file.size(), h.block_size);
     if (sigsetjmp(*scope.env(), 0) != 0) return scope.Error(file.name());
     scope.Arm();
-    ok = b.Collect(s);
+    fault = b.Collect(s);
     scope.Disarm();
   }
-  if (!ok) return std::unique_ptr<WarmForest>();
-  // Number the nodes in file order.
-  uint32_t next = 0;
-  for (uint32_t& v : s.index)
-    if (v) v = ++next;
+  if (fault.code != Fault::kNone) return FaultToStatus(file, fault);
+  if (s.num_nodes != h.num_nodes || s.num_records != h.num_leaf_records)
+    return Status::Corruption(file.name() + ": the trees have " + std::to_string(s.num_nodes) +
+                              " internal nodes and " + std::to_string(s.num_records) +
+                              " leaf records, the header says " + std::to_string(h.num_nodes) +
+                              " and " + std::to_string(h.num_leaf_records));
+  // Number the nodes in file order (index: unit -> 1 + that number).
+  s.order.reserve(s.num_nodes);
+  for (uint32_t& v : s.index) {
+    if (v == 0 || v == UINT32_MAX) continue;
+    s.order.push_back(v - 1);
+    v = static_cast<uint32_t>(s.order.size());
+  }
 
   auto w = std::make_unique<WarmForest>();
   if constexpr (std::is_same_v<NodeT, CompactNode>) {
@@ -172,7 +224,7 @@ StatusOr<std::unique_ptr<WarmForest>> Build(const PacFile& file, const char* ima
   }
   w->flags.resize(s.num_nodes);
   w->leaves.resize(h.num_outputs + 2 * s.num_nodes + h.num_trees);
-  w->records.resize((s.num_records + h.num_trees) * h.leaf_width);  // roots may be records
+  w->records.resize(s.num_records * h.leaf_width);
   w->roots.resize(h.num_trees);
   bool values_only;
   {

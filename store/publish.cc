@@ -7,7 +7,9 @@
 #include <cerrno>
 
 #include "layout/block.h"
+#include "store/internal/codec.h"
 #include "store/internal/file_util.h"
+#include "store/store_forest.h"
 #include "util/atomic_file.h"
 
 namespace pacset {
@@ -103,6 +105,44 @@ StatusOr<std::vector<uint64_t>> VerifyForest(BlockStore& store, const ForestInfo
     }
   }
   return bad;
+}
+
+namespace {
+
+class StoredBlockReader final : public StructureBlockReader {
+ public:
+  StoredBlockReader(BlockStore& store, const ForestInfo& forest) : store_(store), forest_(forest) {}
+  Status Read(uint64_t b, std::string* out) override { return store_.Get(forest_, b, out); }
+
+ private:
+  BlockStore& store_;
+  const ForestInfo& forest_;
+};
+
+}  // namespace
+
+StatusOr<StructureSummary> CheckStoredStructure(BlockStore& store, const ForestInfo& forest) {
+  const std::string what = store_internal::ContextFor(forest.name, forest.generation);
+  if (!IsValidBlockSize(forest.block_size) || forest.block_count == 0 ||
+      forest.size_bytes != forest.block_count * forest.block_size)
+    return Status::Corruption(what + ": catalog entry has " + std::to_string(forest.block_count) +
+                              " blocks of " + std::to_string(forest.block_size) + " bytes");
+  std::vector<uint64_t> indexes;
+  std::vector<std::string> blocks;
+  PACSET_ASSIGN_OR_RETURN(
+      std::string meta,
+      ReadStoredMetadata(forest, what, [&](uint64_t first, uint64_t end, std::string* out) {
+        indexes.clear();
+        for (uint64_t b = first; b < end; ++b) indexes.push_back(b);
+        if (indexes.empty()) return Status::Ok();
+        PACSET_RETURN_IF_ERROR(store.MultiGet(forest, indexes, &blocks));
+        for (const std::string& block : blocks) out->append(block);
+        return Status::Ok();
+      }));
+  PACSET_ASSIGN_OR_RETURN(auto file,
+                          PacFile::FromMetadata(std::move(meta), forest.size_bytes, what));
+  StoredBlockReader reader(store, forest);
+  return CheckForestStructure(*file, reader);
 }
 
 }  // namespace pacset

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "layout/structure_check.h"
 #include "store/block_store.h"
 #include "util/status.h"
 
@@ -32,5 +33,11 @@ Status ExportToFile(BlockStore& store, const ForestInfo& forest, const std::stri
 // are corrupt or missing (empty: the forest is intact). Other failures
 // (store unreachable, I/O errors) are returned as the status.
 StatusOr<std::vector<uint64_t>> VerifyForest(BlockStore& store, const ForestInfo& forest);
+
+// Checks the structure of the stored `forest` (layout/structure_check.h):
+// its metadata (the header against the catalog entry, the tree table) and
+// every tree, reading the blocks from the store. kCorruption naming forest,
+// generation and what is wrong; the store's own errors as they come.
+StatusOr<StructureSummary> CheckStoredStructure(BlockStore& store, const ForestInfo& forest);
 
 }  // namespace pacset

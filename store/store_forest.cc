@@ -29,15 +29,14 @@ Status ReadInto(StoreBlockSource& source, uint64_t first, uint64_t end, std::str
   return Status::Ok();
 }
 
-// The metadata blocks [0, node_first_block) of `info`, in two reads: block
-// 0, whose fixed header says how far the header and the metadata go, then
-// the rest. No node block is read here: a corrupt one must fail only the
-// walks that need it, not the open.
-StatusOr<std::string> ReadMetadata(StoreBlockSource& source, const ForestInfo& info,
-                                   const std::string& what) {
+}  // namespace
+
+StatusOr<std::string> ReadStoredMetadata(
+    const ForestInfo& info, const std::string& what,
+    const std::function<Status(uint64_t first, uint64_t end, std::string* out)>& read) {
   const uint64_t bs = info.block_size;
   std::string meta;
-  PACSET_RETURN_IF_ERROR(ReadInto(source, 0, 1, &meta));
+  PACSET_RETURN_IF_ERROR(read(0, 1, &meta));
   PACSET_ASSIGN_OR_RETURN(const uint64_t header_bytes,
                           HeaderFileBytes(meta.data(), meta.size(), what));
   if (header_bytes > info.size_bytes)
@@ -47,8 +46,7 @@ StatusOr<std::string> ReadMetadata(StoreBlockSource& source, const ForestInfo& i
   // of the header by DecodeFromFile below.
   const uint64_t claimed_meta_blocks =
       std::min(GetField<uint64_t>(meta.data(), 96), info.block_count);
-  PACSET_RETURN_IF_ERROR(
-      ReadInto(source, 1, std::max(header_bytes / bs, claimed_meta_blocks), &meta));
+  PACSET_RETURN_IF_ERROR(read(1, std::max(header_bytes / bs, claimed_meta_blocks), &meta));
   PACSET_ASSIGN_OR_RETURN(PacHeader h, PacHeader::DecodeFromFile(meta.data(), meta.size(), what));
   if (h.block_size != info.block_size || h.block_count != info.block_count)
     return Status::Corruption(what + ": its header says " + std::to_string(h.block_count) +
@@ -58,11 +56,9 @@ StatusOr<std::string> ReadMetadata(StoreBlockSource& source, const ForestInfo& i
   if ((info.header_checksum != 0 && h.checksum != info.header_checksum) ||
       h.block_seed() != info.block_seed)
     return Status::Corruption(what + ": its header does not match the catalog entry");
-  PACSET_RETURN_IF_ERROR(ReadInto(source, meta.size() / bs, h.node_first_block, &meta));
+  PACSET_RETURN_IF_ERROR(read(meta.size() / bs, h.node_first_block, &meta));
   return meta;
 }
-
-}  // namespace
 
 StoreOptions StoreForest::ReadOptions(int timeout_ms) {
   StoreOptions o;
@@ -98,7 +94,11 @@ StatusOr<std::unique_ptr<StoreForest>> StoreForest::Open(std::shared_ptr<BlockSt
                               " blocks of " + std::to_string(info.block_size) + " bytes");
   auto source = std::make_unique<StoreBlockSource>(f->store_.get(), info, options.cache_bytes);
   f->source_ = source.get();
-  PACSET_ASSIGN_OR_RETURN(std::string meta, ReadMetadata(*source, info, what));
+  PACSET_ASSIGN_OR_RETURN(
+      std::string meta,
+      ReadStoredMetadata(info, what, [&](uint64_t first, uint64_t end, std::string* out) {
+        return ReadInto(*source, first, end, out);
+      }));
   PACSET_ASSIGN_OR_RETURN(auto file, PacFile::FromMetadata(std::move(meta), info.size_bytes, what));
   EngineOptions eo;
   eo.verify_blocks = false;  // BlockStore::MultiGet verified every block

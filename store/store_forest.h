@@ -29,6 +29,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -41,6 +42,17 @@ namespace pacset {
 namespace store_internal {
 class StoreBlockSource;
 }
+
+// The metadata blocks [0, node_first_block) of the stored forest `info`, in
+// two reads through `read` (blocks [first, end), verified, appended to
+// *out): block 0, whose fixed header says how far the header and the
+// metadata go, then the rest. The header must match the catalog entry (block
+// size and count, header checksum, block seed). No node block is read here:
+// a corrupt one must fail only the walks that need it, not the open.
+// `what` names the forest in errors.
+StatusOr<std::string> ReadStoredMetadata(
+    const ForestInfo& info, const std::string& what,
+    const std::function<Status(uint64_t first, uint64_t end, std::string* out)>& read);
 
 struct StoreForestOptions {
   // Bound on the cached node blocks (bytes). Blocks a round is still using

@@ -6,9 +6,9 @@
 // step) and rows without (the compare-only step), with the scalar lanes and
 // with each SIMD kernel this CPU can run (layout/internal/warm_simd.h: they
 // must walk every row without NaN of a file they apply to, and none of a
-// file they do not apply to); it must not be built for a
-// small first request, nor for a file that is not a plain forest of trees —
-// whose faults the checked walk then reports as before.
+// file they do not apply to); it must not be built for a small first
+// request, and a file that is not a forest of trees is kCorruption naming
+// the tree, on every warm request.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -361,7 +361,7 @@ void ExpectCorruptionAndNoWarmForest(const std::string& bytes, const Forest& f) 
   EXPECT_EQ(e->stats().warm_forest_bytes, 0u);
 }
 
-TEST(WarmForest, AFeatureOutOfRangeIsNotCopiedAndTheCheckedWalkReportsIt) {
+TEST(WarmForest, AFeatureOutOfRangeIsCorruptionNamingTheTree) {
   const Forest f = SmallXgboostForest();
   ExpectCorruptionAndNoWarmForest(
       WithRoot(Pack(f, LayoutKind::kPacset, 4096, false),
@@ -369,7 +369,7 @@ TEST(WarmForest, AFeatureOutOfRangeIsNotCopiedAndTheCheckedWalkReportsIt) {
       f);
 }
 
-TEST(WarmForest, ACycleIsNotCopiedAndTheCheckedWalkReportsIt) {
+TEST(WarmForest, ACycleIsCorruptionNamingTheTree) {
   const Forest f = SmallXgboostForest();
   // Both children of the root are the root itself.
   ExpectCorruptionAndNoWarmForest(
@@ -381,7 +381,7 @@ TEST(WarmForest, ACycleIsNotCopiedAndTheCheckedWalkReportsIt) {
       f);
 }
 
-TEST(WarmForest, AReferenceOutsideTheNodeRegionIsNotCopiedAndTheCheckedWalkReportsIt) {
+TEST(WarmForest, AReferenceOutsideTheNodeRegionIsCorruptionNamingTheTree) {
   const Forest f = SmallXgboostForest();
   ExpectCorruptionAndNoWarmForest(WithRoot(Pack(f, LayoutKind::kPacset, 4096, false),
                                            [](CompactNode& n, uint64_t) {

@@ -21,6 +21,7 @@
 #include "layout/block_count.h"
 #include "layout/engine.h"
 #include "layout/pack.h"
+#include "layout/structure_check.h"
 #include "model/json_reader.h"
 #include "model/predict.h"
 #include "store/block_store.h"
@@ -275,6 +276,7 @@ StatusOr<PackOptions> ToPackOptions(const PackCliOptions& c) {
   PACSET_RETURN_IF_ERROR(ParseBinOptions(c.bin_depth, c.trees_per_bin, &o));
   o.leaf_ids = !c.no_leaf_ids;
   o.force_wide_nodes = c.wide_nodes;
+  o.format_version = c.format_version;
   PACSET_RETURN_IF_ERROR(ValidatePackOptions(o));
   return o;
 }
@@ -386,14 +388,17 @@ Status InfoForPac(const std::string& path, bool json) {
         {"aggregation", AggregationName(static_cast<Aggregation>(h.aggregation))},
         {"max_depth", h.max_depth},
         {"header_checksum", h.checksum},
+        {"file_id", h.file_id},
         {"source", source.is_object() ? source : nlohmann::json::object()},
     };
     std::printf("%s\n", j.dump(2).c_str());
     return Status::Ok();
   }
   std::printf("file:          %s (%s)\n", path.c_str(), FormatByteSize(file->size()).c_str());
-  std::printf("format:        .pac version %u, header checksum %016llx\n", h.version,
+  std::printf("format:        .pac version %u, header checksum %016llx", h.version,
               static_cast<unsigned long long>(h.checksum));
+  if (h.version >= 3) std::printf(", file id %016llx", static_cast<unsigned long long>(h.file_id));
+  std::printf("\n");
   std::printf("model:         %s (%s%s%s), objective %s\n", src("source_file").c_str(),
               src("source_format").c_str(), src("library_version").empty() ? "" : ", ",
               src("library_version").c_str(), src("objective").c_str());
@@ -692,6 +697,12 @@ Status RunImport(const ImportOptions& opts) {
     info.source_format = "pac";
   }
   PACSET_ASSIGN_OR_RETURN(auto file, PacFile::Open(pac));
+  // What every reader would refuse is never published (its blocks are
+  // checked as they are stored).
+  {
+    auto reader = NewPacFileBlockReader(*file);
+    PACSET_RETURN_IF_ERROR(CheckForestStructure(*file, *reader).status());
+  }
   if (info.source_format == "pac") {
     auto parsed = ParseJsonDocument(file->SourceInfoJson(), pac + ": source info");
     const nlohmann::json src = parsed.ok() ? *parsed : nlohmann::json();
@@ -759,7 +770,41 @@ Status RunRemove(const std::string& name, const StoreCommandOptions& opts) {
   return Status::Ok();
 }
 
-Status RunVerify(const std::string& name, const StoreCommandOptions& opts) {
+namespace {
+
+std::string StructureLine(const StatusOr<StructureSummary>& s) {
+  if (!s.ok()) return "structure is corrupt: " + s.status().message();
+  return "structure ok (" + std::to_string(s->nodes) + " nodes, " +
+         std::to_string(s->leaf_records) + " leaf records, " + std::to_string(s->inline_leaves) +
+         " inline leaves)";
+}
+
+Status VerifyFile(const std::string& path) {
+  PACSET_ASSIGN_OR_RETURN(auto file, PacFile::Open(path));
+  const std::vector<uint64_t> bad = file->VerifyBlocks();
+  for (uint64_t b : bad)
+    std::printf("%s: block %llu is corrupt or unreadable\n", path.c_str(),
+                static_cast<unsigned long long>(b));
+  std::string line = path + ": " + std::to_string(file->header().block_count) + " blocks, " +
+                     std::to_string(bad.size()) + " bad";
+  StatusOr<StructureSummary> structure = Status::Corruption("not checked: blocks are bad");
+  if (bad.empty()) {
+    auto reader = NewPacFileBlockReader(*file);
+    structure = CheckForestStructure(*file, *reader);
+    line += "; " + StructureLine(structure);
+  }
+  std::printf("%s\n", line.c_str());
+  if (!bad.empty())
+    return Status::Corruption(std::to_string(bad.size()) + " bad block" +
+                              (bad.size() > 1 ? "s" : ""));
+  return structure.status();
+}
+
+}  // namespace
+
+Status RunVerify(const std::string& name, const std::string& file_path,
+                 const StoreCommandOptions& opts) {
+  if (!file_path.empty()) return VerifyFile(file_path);
   PACSET_ASSIGN_OR_RETURN(auto store, OpenStoreFor(opts, false));
   std::vector<ForestInfo> forests;
   if (name.empty()) {
@@ -769,21 +814,32 @@ Status RunVerify(const std::string& name, const StoreCommandOptions& opts) {
     PACSET_ASSIGN_OR_RETURN(ForestInfo f, store->Lookup(name));
     forests.push_back(f);
   }
-  uint64_t bad_total = 0;
+  uint64_t bad_total = 0, bad_structure = 0;
   for (const auto& f : forests) {
     PACSET_ASSIGN_OR_RETURN(std::vector<uint64_t> bad, VerifyForest(*store, f));
     for (uint64_t b : bad)
       std::printf("%s generation %llu: block %llu is corrupt or missing\n", f.name.c_str(),
                   static_cast<unsigned long long>(f.generation),
                   static_cast<unsigned long long>(b));
-    std::printf("%s generation %llu: %llu blocks, %zu bad\n", f.name.c_str(),
-                static_cast<unsigned long long>(f.generation),
-                static_cast<unsigned long long>(f.block_count), bad.size());
+    std::string line = f.name + " generation " + std::to_string(f.generation) + ": " +
+                       std::to_string(f.block_count) + " blocks, " + std::to_string(bad.size()) +
+                       " bad";
+    if (bad.empty()) {
+      const StatusOr<StructureSummary> structure = CheckStoredStructure(*store, f);
+      // A store that stopped answering is not a verdict on the forest.
+      if (!structure.ok() && !structure.status().IsCorruption()) return structure.status();
+      line += "; " + StructureLine(structure);
+      bad_structure += !structure.ok();
+    }
+    std::printf("%s\n", line.c_str());
     bad_total += bad.size();
   }
   if (bad_total)
     return Status::Corruption(std::to_string(bad_total) + " bad block" +
                               (bad_total > 1 ? "s" : ""));
+  if (bad_structure)
+    return Status::Corruption(std::to_string(bad_structure) + " forest" +
+                              (bad_structure > 1 ? "s" : "") + " with a corrupt structure");
   return Status::Ok();
 }
 

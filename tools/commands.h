@@ -61,7 +61,8 @@ struct PackCliOptions {
   std::string trees_per_bin = "auto";  // "auto", "fit" (as many as fit one block) or a count
   std::string calibrate;               // CSV rows whose paths give the cardinalities
   bool no_leaf_ids = false;
-  bool wide_nodes = false;  // PackOptions::force_wide_nodes
+  bool wide_nodes = false;      // PackOptions::force_wide_nodes
+  uint32_t format_version = 3;  // PackOptions::format_version
   // Trace-driven weights (trace/analysis/trace_weights.h): the node weights come from
   // a pacsetfs trace of `traced_pac` (a packing of the same model).
   std::string weights_from_trace;
@@ -105,8 +106,10 @@ struct ImportOptions {
 Status RunImport(const ImportOptions& opts);
 Status RunList(const StoreCommandOptions& opts);
 Status RunRemove(const std::string& name, const StoreCommandOptions& opts);
-// Reports every bad block of NAME (all forests when empty); kCorruption if any.
-Status RunVerify(const std::string& name, const StoreCommandOptions& opts);
+// Reports every bad block of NAME (all forests when empty), then the
+// structure of each forest whose blocks are all good (layout/structure_check.h);
+// with `file`, the same for that .pac file. kCorruption if anything is bad.
+Status RunVerify(const std::string& name, const std::string& file, const StoreCommandOptions& opts);
 Status RunExport(const std::string& name, const std::string& output,
                  const StoreCommandOptions& opts);
 

@@ -54,6 +54,11 @@ void AddPackOptions(CLI::App* app, pacset::PackCliOptions* o) {
                   "the bins by the blocks they touch");
   app->add_flag("--no-leaf-ids", o->no_leaf_ids,
                 "Leave out the leaf-id section (smaller file; predict --leaf then fails)");
+  app->add_option("--format-version", o->format_version,
+                  ".pac format version: 3 (blocks bound to the file), or 2 for readers of "
+                  "pacset 0.1 (writes version 1 or 2)")
+      ->default_val(3)
+      ->check(CLI::IsMember({2, 3}));
   // Hidden: 32-byte nodes even where 16 would be exact (tests/spec reads both).
   app->add_flag("--wide-nodes", o->wide_nodes)->group("");
   app->add_option(
@@ -181,8 +186,12 @@ int main(int argc, char** argv) {
 
   pacset::StoreCommandOptions verify_opts;
   std::string verify_name;
-  auto* vf = app.add_subcommand("verify", "Check every block of a forest (or of all forests)");
+  std::string verify_file;
+  auto* vf = app.add_subcommand(
+      "verify", "Check every block and the structure of a forest (or of all forests), or a file");
   vf->add_option("NAME", verify_name);
+  vf->add_option("--file", verify_file, "Check this .pac file instead of a stored forest")
+      ->excludes(vf->get_option("NAME"));
   AddStore(vf, &verify_opts);
 
   pacset::StoreCommandOptions export_opts;
@@ -227,7 +236,7 @@ int main(int argc, char** argv) {
   } else if (*rm) {
     s = pacset::RunRemove(rm_name, rm_opts);
   } else if (*vf) {
-    s = pacset::RunVerify(verify_name, verify_opts);
+    s = pacset::RunVerify(verify_name, verify_file, verify_opts);
   } else if (*ex) {
     s = pacset::RunExport(export_name, export_out, export_opts);
   } else if (*r) {

@@ -20,11 +20,15 @@
 //          record's ref is the offset of its copy in `records`;
 //   records: the values of every leaf record (leaf_width float64 each);
 //   roots: per tree, its node index or ~leaf.
-// Built only when the file is a forest of trees: every reference inside the
-// node region, every feature and class in range, no node reached twice (no
-// cycle, no sharing), no path longer than the header's max_depth, every leaf
-// record inside the region. Otherwise it is not built and the warm loop walks
-// the mapping with its checks (which then report the fault).
+// Built only when the file is a forest of trees (FORMAT.md §5): every
+// reference inside the node region, every feature and class in range, no
+// node reached twice (no cycle, no sharing), no path longer than the
+// header's max_depth, every leaf record inside the region, and exactly the
+// header's numbers of nodes and leaf records. Otherwise the build is
+// kCorruption naming the tree; the engine then fails every warm request
+// with it. The nodes are read from the mapping once, into private copies
+// that are checked and then used: a file rewritten under its mapping
+// cannot change a node between its check and its use.
 #pragma once
 
 #include <cstdint>
@@ -79,9 +83,10 @@ struct WarmForest {
 };
 
 // Builds the warm forest from `image` (the whole file, blocks of the node
-// region in memory and verified). nullptr when the file is not a plain forest
-// of trees (see above) — not an error: the checked walk then reports it. A
-// SIGBUS while reading gives kIOError naming the block.
+// region in memory and verified). nullptr for forests too large for it (2^30
+// nodes or more, paths of 255 edges or more): the checked walk then runs;
+// kCorruption when the file is not a forest of trees (above). A SIGBUS while
+// reading gives kIOError naming the block.
 StatusOr<std::unique_ptr<WarmForest>> BuildWarmForest(const PacFile& file, const char* image);
 
 }  // namespace pacset::internal
