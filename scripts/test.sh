@@ -25,6 +25,8 @@ if [ "${PACSET_SKIP_SANITIZERS:-0}" != 1 ]; then
     pacset_fs_mount_tests; do
     ASAN_OPTIONS=detect_leaks=1 build-asan/tests/$t --gtest_brief=1
   done
+  # Issue 31's crafted forests through the command line, under the sanitizers.
+  /usr/bin/python3 tests/security/hostile_pac_test.py --pacset build-asan/tools/pacset
   # The daemon and the engine under the sanitizers, on real mounts.
   ASAN_OPTIONS=detect_leaks=0 /usr/bin/python3 tests/fs/fs_test.py \
     --pacset build-asan/tools/pacset --pacsetfs build-asan/tools/pacsetfs

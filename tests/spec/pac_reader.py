@@ -10,6 +10,7 @@ Dependencies: numpy, and through ctypes the system's libxxhash (XXH3-64) and
 libm (`exp`, `expf`, which FORMAT.md names).
 
 usage: pac_reader.py FILE.pac --input rows.csv [--margin | --leaf]
+       pac_reader.py FILE.pac --check
 """
 import argparse
 import ctypes
@@ -72,54 +73,162 @@ class PacFile:
          self.num_nodes, self.num_leaf_records, self.sigmoid_alpha, self.bin_depth,
          self.trees_per_bin, self.node_first_block, self.node_block_count, self.bin_block_count,
          self.max_depth, _reserved) = self.HEADER.unpack_from(d, 0)
+        # §5 rules 1-11 (the header), numbered as there.
         if self.version not in (1, 2, 3):
             raise PacError(f"{path}: version {self.version}")
         # §2: version 3's fixed part adds file_id, the seed of every block checksum.
         self.fixed = 144 if self.version == 3 else 128
         self.file_id = struct.unpack_from("<Q", d, 128)[0] if self.version == 3 else 0
         bs = self.block_size
+        if self.section_count > 1024 or \
+                self.header_size != self.fixed + 32 * self.section_count + 8:
+            raise PacError(f"{path}: bad header size")
         if bs < 256 or bs > 1048576 or bs & (bs - 1):
             raise PacError(f"{path}: block size {bs}")
-        if len(d) != self.block_count * bs:
-            raise PacError(f"{path}: size {len(d)} != block_count * block_size")
-        self.payload = bs - 16
-        if self.header_size != self.fixed + 32 * self.section_count + 8:
-            raise PacError(f"{path}: bad header size")
-        if self.version == 1 and (bs < 4096 or self.header_size > self.payload):
+        self.payload = P = bs - 16
+        if self.version == 1 and (bs < 4096 or self.header_size > P):
             raise PacError(f"{path}: version 1 needs 4 KiB blocks and the header in block 0")
-        self.verified = set()
-        # §5: metadata blocks and the header checksum when the file is opened.
-        for b in range(self.node_first_block):
-            self.check_block(b)
         # §2: the header stream, gathered from the payloads of blocks 0, 1, ...
-        header_blocks = -(-self.header_size // self.payload)
-        if header_blocks > self.node_first_block:
-            raise PacError(f"{path}: header outside the metadata blocks")
-        h = b"".join(d[b * bs:b * bs + self.payload] for b in range(header_blocks))
+        header_blocks = -(-self.header_size // P)
+        if header_blocks * bs > len(d):
+            raise PacError(f"{path}: truncated header")
+        h = b"".join(d[b * bs:b * bs + P] for b in range(header_blocks))
         h = h[:self.header_size]
         (hsum,) = struct.unpack_from("<Q", h, self.header_size - 8)
         if hsum != xxh3(h[:self.header_size - 8]):
             raise PacError(f"{path}: header checksum")
+        if (self.postprocess > 5 or self.aggregation > 1 or self.input_precision > 1
+                or self.accumulate_precision > 1 or self.node_format > 1):
+            raise PacError(f"{path}: unknown enumeration value")
+        K = self.num_outputs
+        if not 1 <= K <= 1 << 20 or self.leaf_width not in (1, K):
+            raise PacError(f"{path}: output count {K}, leaf width {self.leaf_width}")
+        if (self.postprocess == 2 and K < 2) or (self.postprocess == 5 and K != 1):
+            raise PacError(f"{path}: postprocess {self.postprocess} with {K} outputs")
+        if not math.isfinite(self.sigmoid_alpha):
+            raise PacError(f"{path}: sigmoid alpha")
+        if self.num_features < 1 or self.num_trees < 1:
+            raise PacError(f"{path}: no features or no trees")
+        if self.max_depth > 1 << 24:
+            raise PacError(f"{path}: max depth")
+        if not 1 <= self.block_count <= 1 << 40 or len(d) != self.block_count * bs:
+            raise PacError(f"{path}: size {len(d)} != block_count * block_size")
+        nfb, nbc = self.node_first_block, self.node_block_count
+        if nfb < 1 or nbc < 1 or nfb + nbc > self.block_count or self.bin_block_count > nbc:
+            raise PacError(f"{path}: node region")
+        U = nbc * P // UNIT
+        n = 1 if self.node_format == 0 else 2
+        r = -(-8 * self.leaf_width // UNIT)
+        if (self.num_nodes > U // n
+                or self.num_leaf_records > (U - self.num_nodes * n) // r
+                or (self.num_leaf_records > 0 and 16 * r > P)):
+            raise PacError(f"{path}: node and leaf-record counts do not fit the node region")
+        # Rules 12-18 (sections).
         self.sections = {}
+        seen_types = set()
         for i in range(self.section_count):
             stype, flags, offset, count, rsize, _ = struct.unpack_from("<IIQQII", h,
                                                                       self.fixed + 32 * i)
+            if stype in seen_types:
+                raise PacError(f"{path}: section type {stype} twice")
+            seen_types.add(stype)
             if stype not in (1, 2, 3, 4, 5):
                 if flags & 1:
                     raise PacError(f"{path}: required section type {stype} unknown")
                 continue
+            if rsize != {1: 16, 2: 8, 3: 16, 4: 1, 5: 8}[stype]:
+                raise PacError(f"{path}: section {stype} record size {rsize}")
             self.sections[stype] = (offset, count, rsize)
+            if count > 0:
+                if offset % bs + rsize > P:
+                    raise PacError(f"{path}: section {stype} starts in a trailer")
+                if self.record_offset(stype, count - 1) + rsize > len(d):
+                    raise PacError(f"{path}: section {stype} past the end")
+            end = self.record_offset(stype, count - 1) + rsize if count else offset
+            if stype in (1, 2, 4) and end > nfb * bs:
+                raise PacError(f"{path}: section {stype} outside the metadata blocks")
+            if stype == 3 and (offset != nfb * bs or count != U):
+                raise PacError(f"{path}: the nodes section is not the node region")
+            if stype == 5 and (offset < (nfb + nbc) * bs or count < U):
+                raise PacError(f"{path}: the leaf-id section does not follow the node region")
         for required in (1, 2, 3):
             if required not in self.sections:
                 raise PacError(f"{path}: section {required} missing")
+        if self.sections[1][1] != self.num_trees or self.sections[2][1] != K:
+            raise PacError(f"{path}: tree table or base score count")
+        self.verified = set()
+        # §5 Blocks: the metadata blocks when the file is opened.
+        for b in range(nfb):
+            self.check_block(b)
+        self.node_lo = nfb * bs // UNIT
+        self.node_hi = (nfb + nbc) * bs // UNIT
+        # Rules 19-20 (tree table, base score).
         self.trees = []
         for t in range(self.num_trees):
             root, group, kind = struct.unpack_from("<QIB", d, self.record_offset(1, t))
+            if group >= K:
+                raise PacError(f"{path}: tree {t} has output group {group}")
+            if kind > 3:
+                raise PacError(f"{path}: tree {t} root kind {kind}")
+            if kind == 0:
+                self.check_node_ref(root)
+            elif kind == 1:
+                self.check_record_ref(root)
+            elif kind == 3 and root >= K:
+                raise PacError(f"{path}: tree {t} class {root}")
             self.trees.append((root, group, kind))
         self.base_score = [struct.unpack_from("<d", d, self.record_offset(2, k))[0]
-                           for k in range(self.num_outputs)]
-        self.node_lo = self.node_first_block * bs // UNIT
-        self.node_hi = (self.node_first_block + self.node_block_count) * bs // UNIT
+                           for k in range(K)]
+        if any(math.isnan(b) for b in self.base_score):
+            raise PacError(f"{path}: base score is NaN")
+
+    def check_node_ref(self, ref):
+        """Rule 21."""
+        size = 16 if self.node_format == 0 else 32
+        if not (self.node_lo <= ref and ref * UNIT + size <= self.node_hi * UNIT) or \
+                (ref * UNIT) % self.block_size + size > self.payload:
+            raise PacError(f"{self.path}: node reference {ref} outside the node region")
+
+    def check_record_ref(self, ref):
+        """Rule 24."""
+        size = -(-8 * self.leaf_width // UNIT) * UNIT
+        if not (self.node_lo <= ref and ref * UNIT + size <= self.node_hi * UNIT) or \
+                (ref * UNIT) % self.block_size + size > self.payload:
+            raise PacError(f"{self.path}: leaf record {ref} outside the node region")
+
+    def check_structure(self):
+        """Rules 26-27: every internal node reached once; the header's counts exact."""
+        seen = set()
+        nodes = records = 0
+        for t, (root, _, kind) in enumerate(self.trees):
+            if kind == 1:
+                records += 1
+            if kind != 0:
+                continue
+            stack = [(root, 0)]
+            while stack:
+                ref, depth = stack.pop()
+                if depth > self.max_depth:
+                    raise PacError(f"{self.path}: tree {t} deeper than max_depth")
+                units = (ref,) if self.node_format == 0 else (ref, ref + 1)
+                if any(u in seen for u in units):
+                    raise PacError(f"{self.path}: tree {t} reaches a node twice")
+                seen.update(units)
+                nodes += 1
+                _, f, flags, left, right = self.node(ref)
+                if f >= self.num_features:
+                    raise PacError(f"{self.path}: feature {f} out of range")
+                for child, ck in ((left, (flags >> 3) & 3), (right, (flags >> 5) & 3)):
+                    if ck == 0:
+                        stack.append((child, depth + 1))
+                    elif ck == 1:
+                        self.check_record_ref(child)
+                        records += 1
+                    elif ck == 3 and child >= self.num_outputs:
+                        raise PacError(f"{self.path}: class {child} out of range")
+        if nodes != self.num_nodes or records != self.num_leaf_records:
+            raise PacError(f"{self.path}: {nodes} nodes and {records} leaf records, the header "
+                           f"says {self.num_nodes} and {self.num_leaf_records}")
 
     # §1: a block is valid when its checksum matches and block_index == b.
     def check_block(self, b):
@@ -156,8 +265,7 @@ class PacFile:
     def node(self, ref):
         """(threshold, feature, flags, left, right) of the node at unit `ref`."""
         size = 16 if self.node_format == 0 else 32
-        if not (self.node_lo <= ref and ref * UNIT + size <= self.node_hi * UNIT):
-            raise PacError(f"{self.path}: node reference {ref} outside the node region")
+        self.check_node_ref(ref)
         raw = self.read(ref * UNIT, size)
         if self.node_format == 0:
             t, ff, left, right = struct.unpack("<fIII", raw)
@@ -244,9 +352,7 @@ def margins(pac, row):
                 acc[ref] = A(acc[ref] + A(1))
             elif kind == 1:
                 w = pac.leaf_width
-                size = (8 * w + 15) // 16 * 16
-                if not (pac.node_lo <= ref and ref * UNIT + size <= pac.node_hi * UNIT):
-                    raise PacError(f"{pac.path}: leaf record {ref} outside the node region")
+                pac.check_record_ref(ref)
                 r = struct.unpack(f"<{w}d", pac.read(ref * UNIT, 8 * w))
                 if w == 1:
                     acc[group] = A(acc[group] + A(r[0]))
@@ -353,12 +459,17 @@ def parse_csv(path):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("pac")
-    ap.add_argument("--input", required=True)
+    ap.add_argument("--input")
     g = ap.add_mutually_exclusive_group()
     g.add_argument("--margin", action="store_true")
     g.add_argument("--leaf", action="store_true")
+    g.add_argument("--check", action="store_true", help="only check the whole file (§5)")
     a = ap.parse_args()
     pac = PacFile(a.pac)
+    if a.check:
+        pac.check_structure()
+        print("ok")
+        return 0
     for row in parse_csv(a.input):
         vals = leaves(pac, row) if a.leaf else predict(pac, row, a.margin)
         print(",".join(repr(v.item() if hasattr(v, "item") else v) for v in vals))

@@ -28,10 +28,14 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "security"))
+import pac_craft  # noqa: E402
 import pac_reader  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(HERE))
 LIGHTGBM = os.path.join(ROOT, "tests", "data", "lightgbm")
+# Files written by pacset 0.1 (format versions 1 and 2): still read, exactly.
+OLD_FILES = os.path.join(ROOT, "tests", "data", "pac")
 EXPORTER = os.path.join(ROOT, "tools", "pacset-sklearn-export")
 # Not a float32 midpoint, but its nearest float64 is one (FORMAT.md section 6).
 DOUBLE_ROUNDING = "1.0000000596046448"
@@ -345,6 +349,119 @@ def compare(pacset, label, pac_path, csv_path):
     return pac
 
 
+def edits(pac):
+    """Hostile edits of a packed file, one per rule of FORMAT.md section 5
+    (and some the rules allow): (name, function of a pac_craft.Pac)."""
+    K = pac.hget("I", 44)
+    table = pac.fixed
+    out = [
+        ("group = outputs", lambda p: p.set_tree(0, group=K)),
+        ("group 0x7fffffff, inline root", lambda p: p.set_tree(0, kind=2, group=0x7FFFFFFF)),
+        ("root kind 4", lambda p: p.set_tree(0, kind=4)),
+        ("inline class = outputs", lambda p: p.set_tree(0, kind=3, root=K)),
+        ("postprocess 9", lambda p: p.hset("B", 33, 9)),
+        ("softmax, one output", lambda p: (p.hset("B", 33, 2), p.hset("I", 44, 1),
+                                           p.hset("I", 52, 1))),
+        ("leaf width 2", lambda p: p.hset("I", 52, 2)),
+        ("no node blocks", lambda p: p.hset("Q", 104, 0)),
+        ("bins past the region", lambda p: p.hset("Q", 112, p.hget("Q", 104) + 1)),
+        ("num_nodes + 1", lambda p: p.hset("Q", 64, p.hget("Q", 64) + 1)),
+        ("num_leaf_records + 1", lambda p: p.hset("Q", 72, p.hget("Q", 72) + 1)),
+        ("max depth 0", lambda p: p.hset("I", 120, 0)),
+        ("one feature", lambda p: p.hset("I", 40, 1)),
+        ("no trees", lambda p: p.hset("Q", 56, 0)),
+        ("alpha inf", lambda p: p.hset("d", 80, math.inf)),
+        ("task 200 (informative)", lambda p: p.hset("B", 32, 200)),
+        ("layout 200 (informative)", lambda p: p.hset("B", 38, 200)),
+        ("reserved fields set", lambda p: (p.hset("I", 124, 7),
+                                           p.hset("Q", 136, 7) if p.version >= 3 else None)),
+        ("tree 1's root is tree 0's", lambda p: p.set_tree(1, root=p.tree(0)[0],
+                                                           kind=p.tree(0)[2])),
+    ]
+    for i in range(pac.section_count):
+        stype = pac.hget("I", table + 32 * i)
+        base = table + 32 * i
+        if stype == 4:  # the source info
+            out += [
+                ("a second tree table", lambda p, b=base: p.hset("I", b, 1)),
+                ("unknown optional section past the end",
+                 lambda p, b=base: (p.hset("I", b, 77), p.hset("Q", b + 8, 1 << 50))),
+                ("unknown required section",
+                 lambda p, b=base: (p.hset("I", b, 77), p.hset("I", b + 4, 1))),
+                ("source info record size 2", lambda p, b=base: p.hset("I", b + 24, 2)),
+            ]
+        if stype == 5:
+            out.append(("leaf ids too short", lambda p, b=base: p.hset("Q", b + 16, 1)))
+    return out
+
+
+def node_edits(pac):
+    """Edits of the first tree's root node (rules 21-22)."""
+    root, _, kind = pac.tree(0)
+    if kind != 0:
+        return []
+    lo = pac.hget("Q", 96) * pac.block_size // 16
+    hi = lo + pac.hget("Q", 104) * pac.block_size // 16
+    return [
+        ("root splits on a missing feature", lambda p: p.set_node(root, feature=0xFFFFFF
+                                                                  if p.compact() else 1 << 30)),
+        ("a child past the node region", lambda p: p.set_node(root, flags=p.node(root)[2] & 0x87,
+                                                              left=hi, right=hi)),
+        ("a child in a trailer", lambda p: p.set_node(
+            root, flags=p.node(root)[2] & 0x87,
+            left=lo + p.block_size // 16 - 1, right=lo + p.block_size // 16 - 1)),
+        ("a cycle", lambda p: p.set_node(root, flags=p.node(root)[2] & 0x87, left=root,
+                                         right=root)),
+    ]
+
+
+def verdicts(pacset, work, pac_path, rng):
+    """Crafted files from `pac_path`: pacset and the reader accept and refuse
+    the same ones — at open (`pacset info` / the reader's constructor), as a
+    whole (`pacset verify --file` / check_structure) — and agree on what the
+    accepted ones predict."""
+    base = pac_craft.Pac.load(pac_path)
+    tally = {"refused at open": 0, "refused as a whole": 0, "accepted": 0}
+    for name, edit in edits(base) + node_edits(base):
+        p = pac_craft.Pac.load(pac_path)
+        edit(p)
+        path = os.path.join(work, "hostile.pac")
+        p.reseal().save(path)
+        label = f"{os.path.basename(pac_path)}, {name}"
+        info = subprocess.run([pacset, "info", path], capture_output=True, text=True)
+        try:
+            reader = pac_reader.PacFile(path)
+            reader_open = None
+        except (pac_reader.PacError, struct.error, KeyError, OverflowError) as e:
+            reader, reader_open = None, str(e)
+        expect(info.returncode in (0, 1), f"{label}: pacset info died ({info.returncode})")
+        expect((info.returncode == 0) == (reader_open is None),
+               f"{label}: pacset info says {info.returncode == 0} ({info.stderr.strip()}), the "
+               f"reader {reader_open is None} ({reader_open})")
+        verify = subprocess.run([pacset, "verify", "--file", path], capture_output=True,
+                                text=True)
+        reader_whole = reader_open
+        if reader is not None:
+            try:
+                reader.check_structure()
+            except (pac_reader.PacError, struct.error) as e:
+                reader_whole = str(e)
+        expect(verify.returncode in (0, 1), f"{label}: pacset verify died ({verify.returncode})")
+        expect((verify.returncode == 0) == (reader_whole is None),
+               f"{label}: pacset verify says {verify.returncode == 0} "
+               f"({(verify.stdout + verify.stderr).strip()[-200:]}), the reader "
+               f"{reader_whole is None} ({reader_whole})")
+        tally["refused at open" if info.returncode else
+              "refused as a whole" if verify.returncode else "accepted"] += 1
+        if verify.returncode == 0 and reader_whole is None:
+            csv_path = os.path.join(work, "hostile.csv")
+            adversarial_csv(reader, csv_path, rng, n_rows=40)
+            compare(pacset, label, path, csv_path)
+    for outcome, n in tally.items():
+        expect(n > 0, f"{os.path.basename(pac_path)}: no crafted file was {outcome}")
+    print(f"{os.path.basename(pac_path)}: crafted files {tally}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--pacset", required=True)
@@ -357,10 +474,16 @@ def main():
     try:
         models = (train_xgboost(work, rng) + train_sklearn(work, rng) + lightgbm_fixtures() +
                   synthetic_models(work, rng))
-        # 256-byte blocks: version 2, the header flows over two blocks.
+        # Crafted from these: leaf width 1 with groups, leaf width 3 with
+        # records and classes, float64 wide nodes.
+        hostile_models = {"xgb-softprob", "sk-rf-multi", "lgbm-multiclass"}
+        # 256-byte blocks: the header flows over two blocks. Format version 2
+        # (files for readers before version 3): version 1 at 4 KiB, 2 below.
         variants = [("64k", ["--block-size", "64KiB"]),
                     ("4k-bfs-wide", ["--block-size", "4KiB", "--layout", "bfs", "--wide-nodes"]),
-                    ("256", ["--block-size", "256"])]
+                    ("256", ["--block-size", "256"]),
+                    ("4k-v1", ["--block-size", "4KiB", "--format-version", "2"]),
+                    ("256-v2", ["--block-size", "256", "--format-version", "2"])]
         seen = set()
         for name, model in models:
             for vname, vflags in variants:
@@ -370,7 +493,18 @@ def main():
                 adversarial_csv(pac_reader.PacFile(pac_path), csv_path, rng)
                 pac = compare(args.pacset, f"{name} ({vname})", pac_path, csv_path)
                 seen.add((pac.node_format, pac.input_precision, pac.accumulate_precision,
-                          pac.postprocess, pac.aggregation))
+                          pac.postprocess, pac.aggregation, pac.version))
+                if vname in ("256", "4k-bfs-wide") and name in hostile_models:
+                    verdicts(args.pacset, work, pac_path, rng)
+        # Files pacset 0.1 wrote.
+        for old in sorted(os.listdir(OLD_FILES)):
+            if old.endswith(".pac"):
+                pac_path = os.path.join(OLD_FILES, old)
+                csv_path = os.path.join(work, old + ".csv")
+                adversarial_csv(pac_reader.PacFile(pac_path), csv_path, rng)
+                pac = compare(args.pacset, f"pacset 0.1's {old}", pac_path, csv_path)
+                seen.add((pac.node_format, pac.input_precision, pac.accumulate_precision,
+                          pac.postprocess, pac.aggregation, pac.version))
         # The spec's cases must all have been exercised.
         for what, ok in [
             ("compact nodes with float32 input", any(s[0] == 0 and s[1] == 0 for s in seen)),
@@ -379,7 +513,8 @@ def main():
             ("float32 accumulation", any(s[2] == 0 for s in seen)),
             ("float64 accumulation", any(s[2] == 1 for s in seen)),
             ("mean aggregation", any(s[4] == 1 for s in seen)),
-        ] + [(f"postprocess {p}", any(s[3] == p for s in seen)) for p in range(6)]:
+        ] + [(f"postprocess {p}", any(s[3] == p for s in seen)) for p in range(6)] + [
+            (f"format version {v}", any(s[5] == v for s in seen)) for v in (1, 2, 3)]:
             expect(ok, f"no model exercised {what}")
     finally:
         if not args.keep:
