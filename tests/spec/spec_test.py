@@ -349,6 +349,21 @@ def compare(pacset, label, pac_path, csv_path):
     return pac
 
 
+def against_xgboost(pacset, pac_path, model_path, csv_path, label):
+    """pacset's predictions from an old file, bit for bit XGBoost's own."""
+    import xgboost as xgb
+    booster = xgb.Booster()
+    booster.load_model(model_path)
+    with np.errstate(over="ignore"):  # values beyond float32 become +-inf, as in pacset
+        rows = np.array(pac_reader.parse_csv(csv_path), dtype=np.float64).astype(np.float32)
+    want = booster.inplace_predict(rows)
+    got = np.array([[float(v) for v in line.split(",")]
+                    for line in run([pacset, "predict", pac_path, "--input", csv_path])
+                    .splitlines()], dtype=np.float32)
+    expect(got.shape == want.shape and np.array_equal(got.view(np.uint32), want.view(np.uint32)),
+           f"{label}: pacset differs from XGBoost on {np.sum(got != want)} values")
+
+
 def edits(pac):
     """Hostile edits of a packed file, one per rule of FORMAT.md section 5
     (and some the rules allow): (name, function of a pac_craft.Pac)."""
@@ -503,6 +518,9 @@ def main():
                 csv_path = os.path.join(work, old + ".csv")
                 adversarial_csv(pac_reader.PacFile(pac_path), csv_path, rng)
                 pac = compare(args.pacset, f"pacset 0.1's {old}", pac_path, csv_path)
+                if old.startswith("xgb-multi"):
+                    against_xgboost(args.pacset, pac_path, os.path.join(OLD_FILES, "xgb-multi.json"),
+                                    csv_path, f"pacset 0.1's {old}")
                 seen.add((pac.node_format, pac.input_precision, pac.accumulate_precision,
                           pac.postprocess, pac.aggregation, pac.version))
         # The spec's cases must all have been exercised.
