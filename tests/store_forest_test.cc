@@ -13,7 +13,9 @@
 #include "layout/pack.h"
 #include "model/predict.h"
 #include "store/fault_injection_store.h"
+#include "store/publish.h"
 #include "store/store_forest.h"
+#include "testkit/pac_edit.h"
 #include "testkit/random_forest.h"
 #include "testkit/store_test_util.h"
 #include "tests/expect_exact.h"
@@ -167,6 +169,101 @@ TEST_P(StoreForestTest, ASmallCacheEvictsUnderManyThreadsAndStaysExact) {
   ExpectSameAsInMemory(f, uncached->engine(), rows, GetParam() + " no cache");
   EXPECT_GT(uncached->read_stats().evicted, 0u);
   EXPECT_EQ(uncached->read_stats().cached_bytes, 0u);
+}
+
+// A writer of the store (not `pacset import`, which refuses such files)
+// publishes crafted forests whose checksums are all valid: opening them,
+// predicting and verifying give errors naming what is wrong, never a signal
+// or a memory error (CI runs the store tests under AddressSanitizer).
+TEST_P(StoreForestTest, ACraftedForestPublishedPastImportGivesErrorsNeverSignals) {
+  const Forest f = TestForest(Flavor::kSklearnProba);
+  const RowMatrix rows = MakeAdversarialRows(f, 80, 4);
+  for (uint32_t bs : {256u, 4096u}) {
+    PackOptions o;
+    o.block_size = bs;
+    auto packed = PackForestToBuffer(f, o);
+    ASSERT_TRUE(packed.ok());
+    {  // Tree 0 ends on an inline value added to a group far outside the outputs.
+      testing::PacEditor ed(*packed);
+      TreeRecord r = ed.Tree(0);
+      r.root_kind = static_cast<uint8_t>(RefKind::kInlineValue);
+      r.group = 0x7FFFFFFF;
+      ed.SetTree(0, r);
+      const std::string name = "group-" + std::to_string(bs);
+      ASSERT_TRUE(PublishBytes(*store_, name, ed.Reseal(), bs).ok());
+      auto opened = StoreForest::Open(store_, name);
+      EXPECT_TRUE(opened.status().IsCorruption()) << opened.status().ToString();
+      EXPECT_NE(opened.status().message().find("tree 0 has output group 2147483647"),
+                std::string::npos)
+          << opened.status().message();
+      auto info = store_->Lookup(name);
+      ASSERT_TRUE(info.ok());
+      auto checked = CheckStoredStructure(*store_, *info);
+      EXPECT_TRUE(checked.status().IsCorruption()) << checked.status().ToString();
+    }
+    {  // Tree 1's root is tree 0's: in bounds everywhere, two trees share nodes.
+      testing::PacEditor ed(*packed);
+      TreeRecord r = ed.Tree(1);
+      r.root = ed.Tree(0).root;
+      r.root_kind = ed.Tree(0).root_kind;
+      ed.SetTree(1, r);
+      const std::string name = "shared-" + std::to_string(bs);
+      ASSERT_TRUE(PublishBytes(*store_, name, ed.Reseal(), bs).ok());
+      auto forest = OpenForest(name);
+      ASSERT_NE(forest, nullptr);
+      std::vector<double> out;
+      for (int i = 0; i < 4; ++i) {
+        const Status s = forest->engine().PredictAll(rows, false, 1, &out);
+        EXPECT_TRUE(s.ok() || s.IsCorruption()) << s.ToString();
+      }
+      auto info = store_->Lookup(name);
+      ASSERT_TRUE(info.ok());
+      auto checked = CheckStoredStructure(*store_, *info);
+      EXPECT_TRUE(checked.status().IsCorruption()) << checked.status().ToString();
+      EXPECT_NE(checked.status().message().find("tree 1"), std::string::npos)
+          << checked.status().message();
+    }
+  }
+}
+
+TEST_P(StoreForestTest, ABlockOfAnotherGenerationAtTheSameIndexIsCorruptionNamingTheBlock) {
+  // Two generations of one name, packed differently: every block of the
+  // newer one verifies only as its own (version 3 seeds with the file's id).
+  const Forest f = TestForest(Flavor::kXgboost);
+  Import("model", f, 4096);
+  auto older = store_->Lookup("model");
+  ASSERT_TRUE(older.ok());
+  PackOptions o;
+  o.block_size = 4096;
+  o.layout = LayoutKind::kBfs;
+  auto other = PackForestToBuffer(f, o);
+  ASSERT_TRUE(other.ok());
+  auto h = PacHeader::DecodeFromFile(other->data(), other->size(), "other");
+  ASSERT_TRUE(h.ok());
+  const uint64_t block = h->node_first_block;
+  // The other packing's first node block, stored at that index of the model.
+  auto w = store_->BeginGeneration("model", 4096, older->block_count);
+  ASSERT_TRUE(w.ok());
+  std::string block_bytes(4096, '\0');
+  for (uint64_t b = 0; b < older->block_count; ++b) {
+    std::string mine;
+    ASSERT_TRUE(store_->Get(*older, b, &mine).ok());
+    const std::string& bytes = b == block ? other->substr(b * 4096, 4096) : mine;
+    ASSERT_TRUE((*w)->Put(b, bytes.data()).ok());
+  }
+  ASSERT_TRUE((*w)->Publish(*older).ok());
+  auto spliced = store_->Lookup("model");
+  ASSERT_TRUE(spliced.ok());
+  ASSERT_NE(spliced->generation, older->generation);
+  std::string got;
+  const Status s = store_->Get(*spliced, block, &got);
+  EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+  EXPECT_NE(s.message().find("block " + std::to_string(block)), std::string::npos) << s.message();
+  auto forest = OpenForest("model");
+  ASSERT_NE(forest, nullptr);
+  std::vector<double> out;
+  const Status p = forest->engine().PredictAll(MakeAdversarialRows(f, 5, 1), false, 1, &out);
+  EXPECT_TRUE(p.IsCorruption()) << p.ToString();
 }
 
 TEST_P(StoreForestTest, ACorruptNodeBlockIsAnErrorNamingItAndACorruptHeaderFailsOpen) {
