@@ -59,9 +59,9 @@ StatusOr<ModelFormat> ParseModelFormat(const std::string& name) {
 }
 
 StatusOr<ModelFormat> DetectModelFormat(const std::string& path) {
+  PACSET_ASSIGN_OR_RETURN(UniqueFd fd, OpenRegularFile(path));
   if (EndsWith(path, ".joblib") || EndsWith(path, ".pkl") || EndsWith(path, ".pickle"))
     return ModelFormat::kSklearnPickle;
-  PACSET_ASSIGN_OR_RETURN(UniqueFd fd, OpenRegularFile(path));
   char head[4096];
   PACSET_ASSIGN_OR_RETURN(const size_t n, PreadUpTo(fd.get(), head, sizeof(head), 0, path));
   if (n == 0) return Status::InvalidArgument(path + ": the file is empty");
