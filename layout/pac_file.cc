@@ -22,8 +22,8 @@ PacFile::~PacFile() {
 StatusOr<std::unique_ptr<PacFile>> PacFile::Open(const std::string& path) {
   std::unique_ptr<PacFile> f(new PacFile());
   f->name_ = path;
-  f->fd_ = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (f->fd_ < 0) return Status::FromErrno("cannot open " + path, errno);
+  PACSET_ASSIGN_OR_RETURN(UniqueFd fd, OpenRegularFile(path));
+  f->fd_ = fd.release();
   struct stat st;
   if (fstat(f->fd_, &st) != 0) return Status::FromErrno("cannot stat " + path, errno);
   f->size_ = static_cast<uint64_t>(st.st_size);

@@ -4,13 +4,16 @@
 #include <cereal/types/string.hpp>
 #include <cereal/types/vector.hpp>
 
+#include <sys/stat.h>
+
 #include <cmath>
-#include <fstream>
+#include <istream>
 #include <limits>
 #include <sstream>
 
 #include "util/atomic_file.h"
 #include "util/bounded_cereal.h"
+#include "util/file_io.h"
 
 namespace pacset {
 
@@ -207,15 +210,14 @@ Status SaveForest(const Forest& forest, const std::string& path) {
 }
 
 StatusOr<Forest> LoadForest(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::FromErrno("cannot open " + path, errno);
-  in.seekg(0, std::ios::end);
-  const std::streamoff file_size = in.tellg();
-  in.seekg(0, std::ios::beg);
-  if (!in || file_size < 0) return Status::IOError("cannot read " + path);
+  PACSET_ASSIGN_OR_RETURN(UniqueFd fd, OpenRegularFile(path));
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) return Status::FromErrno("cannot stat " + path, errno);
+  FdStreambuf buf(fd.get());
+  std::istream in(&buf);
   Forest f;
   try {
-    BoundedInputArchive ar(in, static_cast<uint64_t>(file_size));
+    BoundedInputArchive ar(in, static_cast<uint64_t>(st.st_size));
     uint32_t magic = 0, version = 0;
     ar(magic, version);
     if (magic != kForestFileMagic)
@@ -224,6 +226,7 @@ StatusOr<Forest> LoadForest(const std::string& path) {
       return Status::NotSupported(path + ": forest file version " + std::to_string(version));
     Serialize(ar, f);
   } catch (const std::exception& e) {
+    if (buf.error() != 0) return Status::FromErrno("read " + path, buf.error());
     return Status::Corruption(path + ": truncated or corrupt forest file (" + e.what() + ")");
   }
   PACSET_RETURN_IF_ERROR(f.Validate().WithContext(path));

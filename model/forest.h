@@ -157,7 +157,8 @@ struct Forest {
 float Float32AtOrBelow(double v);
 
 // Saves / loads the forest as flat frames (cereal portable binary archive).
-// Loading validates the result.
+// Loading validates the result, and refuses a path that is not a regular file
+// (util/file_io.h OpenRegularFile).
 Status SaveForest(const Forest& forest, const std::string& path);
 StatusOr<Forest> LoadForest(const std::string& path);
 

@@ -8,8 +8,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <vector>
 
 #include "util/file_io.h"
@@ -27,8 +25,6 @@ std::string BaseName(const std::string& path) {
   size_t p = path.rfind('/');
   return p == std::string::npos ? path : path.substr(p + 1);
 }
-
-bool IsReadable(const std::string& p) { return access(p.c_str(), R_OK) == 0; }
 
 }  // namespace
 
@@ -63,13 +59,11 @@ StatusOr<ModelFormat> ParseModelFormat(const std::string& name) {
 }
 
 StatusOr<ModelFormat> DetectModelFormat(const std::string& path) {
+  PACSET_ASSIGN_OR_RETURN(UniqueFd fd, OpenRegularFile(path));
   if (EndsWith(path, ".joblib") || EndsWith(path, ".pkl") || EndsWith(path, ".pickle"))
     return ModelFormat::kSklearnPickle;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::FromErrno("cannot open " + path, errno);
   char head[4096];
-  in.read(head, sizeof(head));
-  const size_t n = static_cast<size_t>(in.gcount());
+  PACSET_ASSIGN_OR_RETURN(const size_t n, PreadUpTo(fd.get(), head, sizeof(head), 0, path));
   if (n == 0) return Status::InvalidArgument(path + ": the file is empty");
   std::string_view h(head, n);
   if (n >= 5 && head[0] == 1 && h.substr(1, 4) == "FCAP") return ModelFormat::kPacsetForest;
@@ -104,7 +98,7 @@ StatusOr<Forest> ImportModel(const std::string& path, ModelFormat format,
   } else if (format == ModelFormat::kPacsetForest) {
     result = LoadForest(path);
   } else {
-    PACSET_ASSIGN_OR_RETURN(std::string bytes, ReadWholeFile(path));
+    PACSET_ASSIGN_OR_RETURN(std::string bytes, ReadWholeRegularFile(path));
     switch (format) {
       case ModelFormat::kXgboostJson:
         result = ImportXgboostJson(bytes, path);
@@ -150,7 +144,9 @@ StatusOr<Forest> ImportMappedStream(int fd, const std::string& path) {
 }  // namespace
 
 StatusOr<Forest> ImportSklearnPickle(const std::string& path, const HelperPrograms& helpers) {
-  if (!IsReadable(path)) return Status::FromErrno("cannot open " + path, errno);
+  // The exporter opens the path itself; refuse here, at once, what it would
+  // block on (a FIFO) or read without end (a device).
+  PACSET_RETURN_IF_ERROR(OpenRegularFile(path).status());
   const std::string& exporter = helpers.sklearn_exporter;
   if (exporter.empty())
     return Status::NotFound("cannot find pacset-sklearn-export (set PACSET_SKLEARN_EXPORTER)");

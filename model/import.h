@@ -28,7 +28,9 @@ const char* ModelFormatName(ModelFormat f);
 // Parses "xgboost-json", "xgboost-ubjson", "sklearn-json", "sklearn-pickle", "lightgbm", "auto".
 StatusOr<ModelFormat> ParseModelFormat(const std::string& name);
 
-// Guesses the format from the path's extension and first bytes.
+// Guesses the format from the path's extension and first bytes. Like every
+// importer here that opens a path, it refuses at once a path that is not a
+// regular file (a FIFO, a device, a directory: util/file_io.h OpenRegularFile).
 StatusOr<ModelFormat> DetectModelFormat(const std::string& path);
 
 // The helper programs an import may run. The library looks none up: the

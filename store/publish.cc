@@ -11,10 +11,9 @@
 #include "store/internal/file_util.h"
 #include "store/store_forest.h"
 #include "util/atomic_file.h"
+#include "util/file_io.h"
 
 namespace pacset {
-
-using store_internal::UniqueFd;
 
 namespace {
 
@@ -29,11 +28,9 @@ Status PublishFile(BlockStore& store, const std::string& name, const std::string
   if (!IsValidBlockSize(block_size))
     return Status::InvalidArgument(pac_path + ": invalid block size " + std::to_string(block_size) +
                                    " (a power of two from 256 to 1048576)");
-  UniqueFd fd(::open(pac_path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) return Status::FromErrno("open " + pac_path, errno);
+  PACSET_ASSIGN_OR_RETURN(UniqueFd fd, OpenRegularFile(pac_path));
   struct stat st;
   if (::fstat(fd.get(), &st) != 0) return Status::FromErrno("stat " + pac_path, errno);
-  if (!S_ISREG(st.st_mode)) return Status::InvalidArgument(pac_path + " is not a regular file");
   const uint64_t size = static_cast<uint64_t>(st.st_size);
   if (size == 0) return Status::InvalidArgument(pac_path + " is empty");
   if (size % block_size != 0)

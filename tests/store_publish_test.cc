@@ -1,12 +1,18 @@
 // PublishFile / ExportToFile / VerifyForest: whole .pac files in and out.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
 #include "store/fault_injection_store.h"
 #include "store/publish.h"
 #include "testkit/store_test_util.h"
+#include "tests/deadline.h"
 #include "tests/test_files.h"
 
 namespace pacset {
@@ -87,6 +93,19 @@ TEST_P(PublishTest, MissingEmptyAndBadBlockSizeInputsAreClearErrors) {
             StatusCode::kInvalidArgument);
   EXPECT_EQ(PublishFile(*store_, "bad/name", Path("ok.pac"), 4096, ForestInfo{}, nullptr).code(),
             StatusCode::kInvalidArgument);
+}
+
+TEST_P(PublishTest, AnInputThatIsNotARegularFileIsRefusedAtOnce) {
+  const std::string fifo = Path("fifo.pac");  // nobody writes to it: open(2) used to wait
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0) << std::strerror(errno);
+  Status s = ::pacset::testing::FinishesWithin(std::chrono::seconds(20), "PublishFile(FIFO)", [&] {
+    return PublishFile(*store_, "m", fifo, 4096, ForestInfo{}, nullptr);
+  });
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+  EXPECT_EQ(s.message(), fifo + " is a FIFO, not a regular file");
+  s = PublishFile(*store_, "m", tmp_.path(), 4096, ForestInfo{}, nullptr);
+  EXPECT_EQ(s.message(), tmp_.path() + " is a directory, not a regular file");
+  EXPECT_EQ(store_->Lookup("m").status().code(), StatusCode::kNotFound);
 }
 
 TEST_P(PublishTest, ACorruptInputFileIsRejectedAndThePreviousGenerationStays) {

@@ -9,7 +9,6 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
-#include <fstream>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -31,6 +30,7 @@
 #include "trace/request_marks.h"
 #include "util/atomic_file.h"
 #include "util/csv.h"
+#include "util/file_io.h"
 #include "util/parallel.h"
 #include "util/size.h"
 
@@ -54,11 +54,14 @@ StatusOr<Forest> ImportModelWarning(const std::string& path, ModelFormat format)
   return forest;
 }
 
-bool IsPacFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
+// Whether `path` starts with the .pac magic. Every command that takes a model
+// or .pac path asks this first, so a path that is not a regular file (a FIFO
+// would block the open forever) is refused here, at once (OpenRegularFile).
+StatusOr<bool> IsPacFile(const std::string& path) {
+  PACSET_ASSIGN_OR_RETURN(UniqueFd fd, OpenRegularFile(path));
   char magic[8] = {};
-  in.read(magic, 8);
-  return in.gcount() == 8 && std::memcmp(magic, kPacMagic, 8) == 0;
+  PACSET_ASSIGN_OR_RETURN(const size_t n, PreadUpTo(fd.get(), magic, sizeof magic, 0, path));
+  return n == sizeof magic && std::memcmp(magic, kPacMagic, sizeof magic) == 0;
 }
 
 void ReportTiming(const PredictOptions& opts, size_t rows,
@@ -285,7 +288,8 @@ StatusOr<PackOptions> ToPackOptions(const PackCliOptions& c) {
 // (through *rows, for PackOptions::score_rows) choose its bin parameters.
 StatusOr<Forest> LoadForPacking(const std::string& model, ModelFormat format,
                                 const std::string& calibrate, RowMatrix* rows) {
-  if (IsPacFile(model))
+  PACSET_ASSIGN_OR_RETURN(const bool is_pac, IsPacFile(model));
+  if (is_pac)
     return Status::InvalidArgument(model +
                                    " is already a packed .pac file; pack the model it "
                                    "came from instead");
@@ -432,7 +436,8 @@ Status InfoForPac(const std::string& path, bool json) {
 
 Status RunPredict(const PredictOptions& opts) {
   if (!opts.store.empty()) return RunPredictFromStore(opts);
-  if (IsPacFile(opts.model)) return PredictWithPac(opts);
+  PACSET_ASSIGN_OR_RETURN(const bool is_pac, IsPacFile(opts.model));
+  if (is_pac) return PredictWithPac(opts);
   if (!opts.mark_requests.empty() || !opts.marks_file.empty())
     return Status::InvalidArgument("request marks work with .pac files (the bundled engine); " +
                                    opts.model + " is a model file");
@@ -445,7 +450,8 @@ Status RunPredict(const PredictOptions& opts) {
 }
 
 Status RunInfo(const InfoOptions& opts) {
-  if (IsPacFile(opts.path)) return InfoForPac(opts.path, opts.json);
+  PACSET_ASSIGN_OR_RETURN(const bool is_pac, IsPacFile(opts.path));
+  if (is_pac) return InfoForPac(opts.path, opts.json);
   PACSET_ASSIGN_OR_RETURN(Forest f, ImportModelWarning(opts.path, opts.format));
   size_t leaves = 0, max_depth = 0;
   for (size_t t = 0; t < f.num_trees(); ++t) {
@@ -678,7 +684,8 @@ Status RunImport(const ImportOptions& opts) {
   std::unique_ptr<TempDir> temp;  // private (mode 0700): nobody can plant a name in it
   ForestInfo info;
   info.source_file = BaseName(opts.input);
-  if (!IsPacFile(opts.input)) {
+  PACSET_ASSIGN_OR_RETURN(const bool is_pac, IsPacFile(opts.input));
+  if (!is_pac) {
     // A model: pack it on the way in, into a temporary file.
     PACSET_ASSIGN_OR_RETURN(PackOptions po, ToPackOptions(opts.pack));
     po.progress = true;

@@ -51,7 +51,7 @@ void AddPackOptions(CLI::App* app, pacset::PackCliOptions* o) {
       ->default_val("auto");
   app->add_option("--calibrate", o->calibrate,
                   "CSV rows: weigh the layout by how many of them reach each node, and choose "
-                  "the bins by the blocks they touch");
+                  "the bins by the blocks they touch (limits as predict --input)");
   app->add_flag("--no-leaf-ids", o->no_leaf_ids,
                 "Leave out the leaf-id section (smaller file; predict --leaf then fails)");
   app->add_option("--format-version", o->format_version,
@@ -84,8 +84,10 @@ int main(int argc, char** argv) {
   p->add_option("MODEL", predict.model, "Model file, or the forest's name with --store")
       ->required();
   p->add_option("-i,--input", predict.input,
-                "CSV rows (header optional; empty or NaN = missing); with --store, - answers "
-                "rows from standard input one line at a time as they come")
+                "CSV rows (header optional; empty or NaN = missing; a line may hold at most "
+                "1 MiB + 64 bytes per feature, a field 4 KiB: longer is an error naming the "
+                "line); with --store, - answers rows from standard input one line at a time as "
+                "they come")
       ->required();
   p->add_option("-o,--output", predict.output, "Output CSV (default: standard output)");
   p->add_flag("--margin", predict.margin, "Write raw scores (margins) instead of predictions");
@@ -148,7 +150,7 @@ int main(int argc, char** argv) {
   auto* r = app.add_subcommand("layout-report",
                                "Count the blocks each layout makes rows touch (analytical I/O)");
   r->add_option("MODEL", report.model, "Model file")->required();
-  r->add_option("-i,--input", report.input, "CSV rows")->required();
+  r->add_option("-i,--input", report.input, "CSV rows (limits as predict --input)")->required();
   r->add_option("--block-size", report.block_sizes,
                 "Block sizes to compare (repeatable; default 4KiB and 64KiB)");
   r->add_option("--layouts", report.layouts, "Comma-separated layouts (default: all)");
@@ -158,7 +160,8 @@ int main(int argc, char** argv) {
                 "Trees per bin (auto: chosen; fit: as many as fit a block)")
       ->default_val("auto");
   r->add_option("--calibrate", report.calibrate,
-                "CSV rows to count node cardinalities with (and to choose the bins by)");
+                "CSV rows to count node cardinalities with (and to choose the bins by; limits as "
+                "predict --input)");
   r->add_flag("--json", report.json, "Print one JSON object");
   AddFormat(r, &report_format);
 

@@ -5,13 +5,18 @@
 // --input - the rows are answered as they come: one CSV line in, one line
 // out, flushed, so a function or a service keeps the process, its store
 // connection and its block cache between requests. A header line and blank
-// lines get no answer; a row that cannot be answered (bad field, store
-// unreachable, corrupt block) gets a line "error: MESSAGE" (also on stderr)
-// and the stream goes on; the exit status is then 1 at the end.
+// lines get no answer; a row that cannot be answered (bad field, a line
+// longer than the limit of util/csv.h, store unreachable, corrupt block) gets
+// a line "error: MESSAGE" (also on stderr) and the stream goes on; the exit
+// status is then 1 at the end. A line over the limit is answered as soon as
+// the limit is passed, and the rest of it is read and dropped: memory stays
+// at one line however long a line is.
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
-#include <iostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "store/store_forest.h"
@@ -94,16 +99,22 @@ Status PredictStream(const StoreForest& forest, const PredictOptions& opts) {
   RowMatrix row;
   row.num_rows = 1;
   row.num_cols = engine.num_features();
-  std::string line;
-  size_t line_no = 0, answered = 0, failed = 0;
+  CsvLineReader lines(STDIN_FILENO, "<stdin>", row.num_cols);
+  size_t answered = 0, failed = 0;
   bool first_content_line = true;
   const auto t0 = std::chrono::steady_clock::now();
-  while (std::getline(std::cin, line)) {
-    ++line_no;
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const std::string where = "<stdin> line " + std::to_string(line_no);
+  for (;;) {
+    std::string_view line;
+    bool at_end = false;
+    Status s = lines.Next(&line, &at_end);
+    // A line too long is kInvalidArgument and answered below; anything else
+    // means standard input cannot be read: no more lines.
+    if (!s.ok() && s.code() != StatusCode::kInvalidArgument) return s;
+    if (at_end) break;
+    if (s.ok() && line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+    const std::string where = "<stdin> line " + std::to_string(lines.line_number());
     size_t header_columns = 0;
-    Status s = ParseCsvLine(line, where, first_content_line, &row.values, &header_columns);
+    if (s.ok()) s = ParseCsvLine(line, where, first_content_line, &row.values, &header_columns);
     first_content_line = false;
     if (s.ok() && header_columns > 0) continue;
     if (s.ok() && row.values.size() != row.num_cols)

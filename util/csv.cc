@@ -1,16 +1,14 @@
 #include "util/csv.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <iostream>
-#include <iterator>
 #include <limits>
-#include <sstream>
+#include <utility>
 
 #include "util/file_io.h"
 
@@ -54,7 +52,69 @@ std::string Quote(std::string_view s) {
   return "'" + std::string(s) + "'";
 }
 
+// Bytes read at a time by CsvLineReader (at least this much room is free in
+// its buffer before each read).
+constexpr size_t kReadChunkBytes = 64 << 10;
+
+Status LineTooLong(const std::string& source, size_t line_no, size_t expected_cols) {
+  const std::string of_columns =
+      expected_cols == 0 ? "" : " of " + std::to_string(expected_cols) + " columns";
+  return Status::InvalidArgument(source + " line " + std::to_string(line_no) + ": longer than " +
+                                 std::to_string(CsvMaxLineBytes(expected_cols)) +
+                                 " bytes, the limit for a line" + of_columns + " (1 MiB + " +
+                                 std::to_string(kCsvLineBytesPerColumn) + " bytes per column)");
+}
+
+// ParseCsvRows' and ReadCsvRows' rules for a sequence of lines: blank lines
+// skipped, an optional header of the right width, every row as wide as the
+// first (or as `expected_cols`).
+class RowCollector {
+ public:
+  RowCollector(size_t expected_cols, std::string source)
+      : source_(std::move(source)), max_line_(CsvMaxLineBytes(expected_cols)) {
+    m_.num_cols = expected_cols;
+  }
+
+  Status Add(std::string_view line, size_t line_no) {
+    if (line.size() > max_line_) return LineTooLong(source_, line_no, m_.num_cols);
+    if (Trim(line).empty()) return Status::Ok();  // blank lines are skipped
+    const std::string where = source_ + " line " + std::to_string(line_no);
+    size_t header_columns = 0;
+    PACSET_RETURN_IF_ERROR(
+        ParseCsvLine(line, where, first_content_line_, &fields_, &header_columns));
+    first_content_line_ = false;
+    if (header_columns > 0) {
+      // A header line: remember its width for the check below.
+      if (m_.num_cols != 0 && header_columns != m_.num_cols)
+        return Status::InvalidArgument(where + ": header has " + std::to_string(header_columns) +
+                                       " columns, the model expects " +
+                                       std::to_string(m_.num_cols));
+      return Status::Ok();
+    }
+    if (m_.num_cols == 0) m_.num_cols = fields_.size();
+    if (fields_.size() != m_.num_cols)
+      return Status::InvalidArgument(where + ": expected " + std::to_string(m_.num_cols) +
+                                     " columns, found " + std::to_string(fields_.size()));
+    m_.values.insert(m_.values.end(), fields_.begin(), fields_.end());
+    ++m_.num_rows;
+    return Status::Ok();
+  }
+
+  RowMatrix Take() { return std::move(m_); }
+
+ private:
+  const std::string source_;
+  const size_t max_line_;
+  RowMatrix m_;
+  bool first_content_line_ = true;
+  std::vector<double> fields_;
+};
+
 }  // namespace
+
+size_t CsvMaxLineBytes(size_t expected_cols) {
+  return kCsvLineBaseBytes + kCsvLineBytesPerColumn * expected_cols;
+}
 
 Status ParseCsvLine(std::string_view line, const std::string& where, bool allow_header,
                     std::vector<double>* values, size_t* header_columns) {
@@ -69,6 +129,10 @@ Status ParseCsvLine(std::string_view line, const std::string& where, bool allow_
     std::string_view f =
         line.substr(start, comma == std::string_view::npos ? line.size() - start : comma - start);
     ++col;
+    if (f.size() > kCsvMaxFieldBytes)
+      return Status::InvalidArgument(where + " column " + std::to_string(col) + ": longer than " +
+                                     std::to_string(kCsvMaxFieldBytes) +
+                                     " bytes, the limit for a field");
     double v;
     if (ParseField(f, &v)) {
       values->push_back(v);
@@ -94,48 +158,103 @@ Status ParseCsvLine(std::string_view line, const std::string& where, bool allow_
 
 StatusOr<RowMatrix> ParseCsvRows(std::string_view text, size_t expected_cols,
                                  const std::string& source_name) {
-  RowMatrix m;
-  m.num_cols = expected_cols;
+  RowCollector rows(expected_cols, source_name);
   size_t line_no = 0;
   size_t pos = 0;
-  bool first_content_line = true;
-  std::vector<double> fields;
   while (pos < text.size()) {
     size_t end = text.find('\n', pos);
     if (end == std::string_view::npos) end = text.size();
-    std::string_view line = text.substr(pos, end - pos);
+    PACSET_RETURN_IF_ERROR(rows.Add(text.substr(pos, end - pos), ++line_no));
     pos = end + 1;
-    ++line_no;
-    if (Trim(line).empty()) continue;  // blank lines are skipped
-    const std::string where = source_name + " line " + std::to_string(line_no);
-    size_t header_columns = 0;
-    PACSET_RETURN_IF_ERROR(ParseCsvLine(line, where, first_content_line, &fields, &header_columns));
-    first_content_line = false;
-    if (header_columns > 0) {
-      // A header line: remember its width for the check below.
-      if (m.num_cols != 0 && header_columns != m.num_cols)
-        return Status::InvalidArgument(where + ": header has " + std::to_string(header_columns) +
-                                       " columns, the model expects " + std::to_string(m.num_cols));
-      continue;
-    }
-    if (m.num_cols == 0) m.num_cols = fields.size();
-    if (fields.size() != m.num_cols)
-      return Status::InvalidArgument(where + ": expected " + std::to_string(m.num_cols) +
-                                     " columns, found " + std::to_string(fields.size()));
-    m.values.insert(m.values.end(), fields.begin(), fields.end());
-    ++m.num_rows;
   }
-  return m;
+  return rows.Take();
 }
 
 StatusOr<RowMatrix> ReadCsvRows(const std::string& path, size_t expected_cols) {
-  std::string text;
-  if (path == "-") {
-    text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
-  } else {
-    PACSET_ASSIGN_OR_RETURN(text, ReadWholeFile(path));
+  const bool standard_input = path == "-";
+  const std::string source = standard_input ? "<stdin>" : path;
+  UniqueFd file;
+  if (!standard_input) {
+    // Not OpenRegularFile: rows may come through a pipe (<(...), /dev/stdin).
+    file.reset(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!file.valid()) return Status::FromErrno("open " + path, errno);
   }
-  return ParseCsvRows(text, expected_cols, path == "-" ? "<stdin>" : path);
+  CsvLineReader reader(standard_input ? STDIN_FILENO : file.get(), source, expected_cols);
+  RowCollector rows(expected_cols, source);
+  for (;;) {
+    std::string_view line;
+    bool at_end = false;
+    PACSET_RETURN_IF_ERROR(reader.Next(&line, &at_end));
+    if (at_end) return rows.Take();
+    PACSET_RETURN_IF_ERROR(rows.Add(line, reader.line_number()));
+  }
+}
+
+CsvLineReader::CsvLineReader(int fd, std::string source_name, size_t expected_cols)
+    : fd_(fd),
+      source_(std::move(source_name)),
+      expected_cols_(expected_cols),
+      max_line_(CsvMaxLineBytes(expected_cols)),
+      capacity_(max_line_ + kReadChunkBytes) {}
+
+Status CsvLineReader::TooLong() const { return LineTooLong(source_, line_no_, expected_cols_); }
+
+Status CsvLineReader::Next(std::string_view* line, bool* at_end) {
+  *at_end = false;
+  for (;;) {
+    const char* base = buf_.get();
+    const void* nl =
+        scanned_ < end_ ? std::memchr(base + scanned_, '\n', end_ - scanned_) : nullptr;
+    if (nl != nullptr) {
+      const size_t stop = static_cast<size_t>(static_cast<const char*>(nl) - base);
+      const size_t start = begin_;
+      begin_ = scanned_ = stop + 1;
+      if (skipping_) {  // the end of a line already reported as too long
+        skipping_ = false;
+        continue;
+      }
+      ++line_no_;
+      // One read can bring a whole line longer than the limit.
+      if (stop - start > max_line_) return TooLong();
+      *line = std::string_view(base + start, stop - start);
+      return Status::Ok();
+    }
+    scanned_ = end_;
+    if (skipping_) {
+      begin_ = scanned_ = end_ = 0;  // drop what is read of the line, keep reading
+    } else if (end_ - begin_ > max_line_) {
+      ++line_no_;
+      skipping_ = true;
+      begin_ = scanned_ = end_ = 0;
+      return TooLong();
+    }
+    if (eof_) {
+      if (begin_ == end_) {
+        *at_end = true;
+        return Status::Ok();
+      }
+      ++line_no_;  // a last line without '\n'
+      *line = std::string_view(base + begin_, end_ - begin_);
+      begin_ = scanned_ = end_;
+      return Status::Ok();
+    }
+    // Room for a read: the partial line (at most max_line_ bytes) moves to
+    // the front when less than a read's worth is free behind it.
+    if (!buf_) buf_.reset(new char[capacity_]);
+    if (capacity_ - end_ < kReadChunkBytes) {
+      std::memmove(buf_.get(), buf_.get() + begin_, end_ - begin_);
+      end_ -= begin_;
+      scanned_ -= begin_;
+      begin_ = 0;
+    }
+    const ssize_t r = ::read(fd_, buf_.get() + end_, capacity_ - end_);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return Status::FromErrno("read " + source_, errno);
+    }
+    if (r == 0) eof_ = true;
+    end_ += static_cast<size_t>(r);
+  }
 }
 
 void AppendNumber(std::string& out, double v, bool as_float32) {

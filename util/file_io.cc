@@ -1,11 +1,50 @@
 #include "util/file_io.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 
 namespace pacset {
+namespace {
+
+// The kind of a file that is not a regular file, for error messages.
+const char* FileTypeName(mode_t mode) {
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "a special file";
+}
+
+Status NotRegular(const std::string& path, mode_t mode) {
+  return Status::InvalidArgument(path + " is " + FileTypeName(mode) + ", not a regular file");
+}
+
+// Reads `fd` until EOF into a string; `path` names it in errors.
+StatusOr<std::string> ReadToEnd(int fd, const std::string& path) {
+  std::string out;
+  char buf[65536];
+  for (;;) {
+    ssize_t r = ::read(fd, buf, sizeof buf);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return Status::FromErrno("read " + path, errno);
+    }
+    if (r == 0) break;
+    out.append(buf, static_cast<size_t>(r));
+  }
+  return out;
+}
+
+}  // namespace
+
+void UniqueFd::reset(int fd) {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = fd;
+}
 
 Status PreadFull(int fd, char* buf, size_t n, uint64_t offset, const std::string& what) {
   size_t done = 0;
@@ -23,6 +62,20 @@ Status PreadFull(int fd, char* buf, size_t n, uint64_t offset, const std::string
   return Status::Ok();
 }
 
+StatusOr<size_t> PreadUpTo(int fd, char* buf, size_t n, uint64_t offset, const std::string& what) {
+  size_t done = 0;
+  while (done < n) {
+    ssize_t r = ::pread(fd, buf + done, n - done, static_cast<off_t>(offset + done));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return Status::FromErrno("read " + what, errno);
+    }
+    if (r == 0) break;
+    done += static_cast<size_t>(r);
+  }
+  return done;
+}
+
 Status PwriteFull(int fd, const char* buf, size_t n, uint64_t offset, const std::string& what) {
   size_t done = 0;
   while (done < n) {
@@ -36,24 +89,57 @@ Status PwriteFull(int fd, const char* buf, size_t n, uint64_t offset, const std:
   return Status::Ok();
 }
 
-StatusOr<std::string> ReadWholeFile(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Status::FromErrno("open " + path, errno);
-  std::string out;
-  char buf[65536];
-  for (;;) {
-    ssize_t r = ::read(fd, buf, sizeof buf);
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      const int e = errno;
-      ::close(fd);
-      return Status::FromErrno("read " + path, e);
-    }
-    if (r == 0) break;
-    out.append(buf, static_cast<size_t>(r));
+StatusOr<UniqueFd> OpenRegularFile(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+  if (!fd.valid()) {
+    const int err = errno;
+    // A socket cannot be opened (ENXIO, "No such device or address"): say
+    // what it is. stat here only words the message; nothing is opened.
+    struct stat st;
+    if (err == ENXIO && ::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+      return NotRegular(path, st.st_mode);
+    return Status::FromErrno("cannot open " + path, err);
   }
-  ::close(fd);
-  return out;
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) return Status::FromErrno("cannot stat " + path, errno);
+  if (!S_ISREG(st.st_mode)) return NotRegular(path, st.st_mode);
+  // Reads of a regular file do not look at O_NONBLOCK, but a FUSE daemon sees
+  // the flags: clear it so the descriptor is an ordinary blocking one.
+  const int flags = ::fcntl(fd.get(), F_GETFL);
+  if (flags < 0 || ::fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK) != 0)
+    return Status::FromErrno("cannot open " + path, errno);
+  return fd;
+}
+
+StatusOr<std::string> ReadWholeFile(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return Status::FromErrno("open " + path, errno);
+  return ReadToEnd(fd.get(), path);
+}
+
+StatusOr<std::string> ReadWholeRegularFile(const std::string& path) {
+  PACSET_ASSIGN_OR_RETURN(UniqueFd fd, OpenRegularFile(path));
+  return ReadToEnd(fd.get(), path);
+}
+
+FdStreambuf::int_type FdStreambuf::underflow() {
+  if (gptr() < egptr()) return traits_type::to_int_type(*gptr());
+  for (;;) {
+    const ssize_t r = ::read(fd_, buf_, sizeof buf_);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) error_ = errno;
+    if (r <= 0) return traits_type::eof();
+    read_ += static_cast<uint64_t>(r);
+    setg(buf_, buf_, buf_ + r);
+    return traits_type::to_int_type(*gptr());
+  }
+}
+
+FdStreambuf::pos_type FdStreambuf::seekoff(off_type off, std::ios_base::seekdir dir,
+                                           std::ios_base::openmode which) {
+  if (off != 0 || dir != std::ios_base::cur || !(which & std::ios_base::in))
+    return pos_type(off_type(-1));
+  return pos_type(static_cast<off_type>(read_ - static_cast<uint64_t>(egptr() - gptr())));
 }
 
 }  // namespace pacset

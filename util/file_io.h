@@ -1,24 +1,96 @@
 // Whole-buffer positional reads and writes (retrying short transfers and
-// EINTR), shared by the .pac reader (layout/) and the file-backed stores, and
-// reading a whole file.
+// EINTR), shared by the .pac reader (layout/) and the file-backed stores,
+// reading a whole file, and opening a model or .pac file: a regular file and
+// nothing else.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <streambuf>
 #include <string>
 
 #include "util/status.h"
 
 namespace pacset {
 
+// Owns a file descriptor; closing it drops any flock held through it.
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  UniqueFd(UniqueFd&& o) noexcept : fd_(o.release()) {}
+  UniqueFd& operator=(UniqueFd&& o) noexcept {
+    if (this != &o) reset(o.release());
+    return *this;
+  }
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+  ~UniqueFd() { reset(); }
+
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  int release() {
+    int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
+  void reset(int fd = -1);
+
+ private:
+  int fd_ = -1;
+};
+
 // pread/pwrite of exactly n bytes. PreadFull reports a short file as
 // kCorruption naming `what`; an OS error is kIOError "read <what>: <strerror>".
 Status PreadFull(int fd, char* buf, size_t n, uint64_t offset, const std::string& what);
 Status PwriteFull(int fd, const char* buf, size_t n, uint64_t offset, const std::string& what);
 
+// pread of up to n bytes: fewer only at the end of the file. Returns how many.
+StatusOr<size_t> PreadUpTo(int fd, char* buf, size_t n, uint64_t offset, const std::string& what);
+
+// Opens `path` for reading if it is a regular file, and refuses anything else
+// at once: the one way to open a model or a .pac file. A FIFO would block the
+// open until a writer appears (forever if none does), a character device such
+// as /dev/zero never ends, a directory or a socket fails later and less
+// clearly. So the path is opened with O_NONBLOCK (a FIFO opens without
+// waiting), O_NOCTTY (a terminal does not become the controlling one) and
+// O_CLOEXEC, its type is checked with fstat on the descriptor -- not stat on
+// the path, which another process could replace between the check and the
+// open -- and O_NONBLOCK is cleared again before the descriptor is returned.
+// Errors: "cannot open PATH: <strerror>" (kNotFound when missing);
+// kInvalidArgument "PATH is a FIFO, not a regular file" (or a directory, a
+// character device, a block device, a socket).
+StatusOr<UniqueFd> OpenRegularFile(const std::string& path);
+
 // The whole contents of the file at `path` (read until EOF, so it works on
 // pipes and on files whose size is not known in advance, e.g. FUSE files).
 // Errors: "open PATH: <strerror>" (kNotFound when missing), "read PATH: ...".
 StatusOr<std::string> ReadWholeFile(const std::string& path);
+
+// The whole contents of a model file: OpenRegularFile, then read until EOF
+// (a regular file's size bounds the read; /proc-like files report size 0).
+StatusOr<std::string> ReadWholeRegularFile(const std::string& path);
+
+// A std::streambuf that reads a descriptor (not owned) from its current
+// offset, for readers that take a std::istream (cereal) of a file opened with
+// OpenRegularFile. It reads forward only: tellg() is the count of bytes
+// consumed, other seeks fail. A read error ends the stream; error() then
+// holds its errno.
+class FdStreambuf : public std::streambuf {
+ public:
+  explicit FdStreambuf(int fd) : fd_(fd) {}
+  int error() const { return error_; }
+
+ protected:
+  int_type underflow() override;
+  pos_type seekoff(off_type off, std::ios_base::seekdir dir,
+                   std::ios_base::openmode which) override;
+
+ private:
+  int fd_;
+  int error_ = 0;
+  uint64_t read_ = 0;  // bytes read from fd_ so far (the buffer's end)
+  char buf_[65536];
+};
 
 }  // namespace pacset

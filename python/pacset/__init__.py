@@ -11,7 +11,6 @@ is a missing value. Bad input raises ValueError saying what is wrong.
 `pacset.dask.predict` runs a forest over dask arrays and dataframes.
 """
 
-import builtins
 import json
 import os
 
@@ -422,8 +421,7 @@ def load(
     pack = _pack_options(layout, block_size, bin_depth, trees_per_bin, leaf_ids)
     if isinstance(model, (str, bytes, os.PathLike)):
         path = os.fsdecode(model)
-        with builtins.open(path, "rb") as f:
-            head = f.read(8)
+        head = _core.read_head(path, 8)  # refuses a FIFO or a device at once (ValueError)
         if head == _PAC_MAGIC:
             return open(path)
         pickled = head[:1] == b"\x80" or path.endswith(_PICKLE_SUFFIXES)

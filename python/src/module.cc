@@ -25,6 +25,7 @@
 #include "model/import.h"
 #include "tools/helper_programs.h"
 #include "util/atomic_file.h"
+#include "util/file_io.h"
 #include "util/size.h"
 
 namespace py = pybind11;
@@ -201,6 +202,24 @@ std::shared_ptr<PyForest> BuildAndPack(Fn fn, const py::dict& pack, const std::s
 }
 
 // ---- module functions ----
+
+// The first `n` bytes (fewer if the file is shorter) of the model or .pac
+// file at `path`, to tell which it is. Like every C++ opener it refuses a
+// path that is not a regular file (OpenRegularFile): a FIFO would block.
+py::bytes ReadHead(const std::string& path, size_t n) {
+  std::string head(n, '\0');
+  Status s;
+  {
+    py::gil_scoped_release nogil;
+    auto fd = OpenRegularFile(path);
+    StatusOr<size_t> got =
+        fd.ok() ? PreadUpTo(fd->get(), head.data(), n, 0, path) : StatusOr<size_t>(fd.status());
+    if (got.ok()) head.resize(*got);
+    s = got.status();
+  }
+  Check(s);
+  return py::bytes(head);
+}
 
 std::shared_ptr<PyForest> Open(const std::string& path, bool verify_blocks, uint32_t max_in_flight,
                                bool sequential_reads) {
@@ -459,6 +478,7 @@ PYBIND11_MODULE(_core, m) {
 
   // Sizes as people write them ("64KiB"), by the grammar of util/size.h.
   m.def("parse_byte_size", &ParseSize, py::arg("text"), py::arg("what"));
+  m.def("read_head", &ReadHead, py::arg("path"), py::arg("n"));
   m.def("open", &Open, py::arg("path"), py::arg("verify_blocks") = true,
         py::arg("max_in_flight") = EngineOptions().max_in_flight,
         py::arg("sequential_reads") = EngineOptions().sequential_reads);

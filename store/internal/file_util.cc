@@ -15,11 +15,6 @@
 namespace pacset {
 namespace store_internal {
 
-void UniqueFd::reset(int fd) {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = fd;
-}
-
 Status FsyncFd(int fd, const std::string& what) {
   if (::fsync(fd) != 0) return Status::FromErrno("fsync " + what, errno);
   return Status::Ok();

@@ -1,7 +1,7 @@
-// POSIX file helpers shared by the rocksdb: and dir: backends: an owning file
-// descriptor, whole-buffer pread/pwrite, flock(2) locks, and the per-process
-// pin files described in store/block_store.h. Durable replace-by-rename,
-// FsyncDir and DirName live in util/atomic_file.h.
+// POSIX file helpers shared by the rocksdb: and dir: backends: flock(2) locks
+// and the per-process pin files described in store/block_store.h. The owning
+// file descriptor and whole-buffer pread/pwrite live in util/file_io.h;
+// durable replace-by-rename, FsyncDir and DirName in util/atomic_file.h.
 #pragma once
 
 #include <cstdint>
@@ -19,36 +19,10 @@
 namespace pacset {
 namespace store_internal {
 
-// Owns a file descriptor; closing it drops any flock held through it.
-class UniqueFd {
- public:
-  UniqueFd() = default;
-  explicit UniqueFd(int fd) : fd_(fd) {}
-  UniqueFd(UniqueFd&& o) noexcept : fd_(o.release()) {}
-  UniqueFd& operator=(UniqueFd&& o) noexcept {
-    if (this != &o) reset(o.release());
-    return *this;
-  }
-  UniqueFd(const UniqueFd&) = delete;
-  UniqueFd& operator=(const UniqueFd&) = delete;
-  ~UniqueFd() { reset(); }
-
-  int get() const { return fd_; }
-  bool valid() const { return fd_ >= 0; }
-  int release() {
-    int fd = fd_;
-    fd_ = -1;
-    return fd;
-  }
-  void reset(int fd = -1);
-
- private:
-  int fd_ = -1;
-};
-
 using ::pacset::PreadFull;  // util/file_io.h
 using ::pacset::PwriteFull;
 using ::pacset::ReadWholeFile;
+using ::pacset::UniqueFd;
 
 Status FsyncFd(int fd, const std::string& what);
 

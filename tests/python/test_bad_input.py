@@ -1,4 +1,7 @@
 """Every bad input is a ValueError that says what is wrong; nothing crashes."""
+import os
+import signal
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -118,3 +121,35 @@ def test_bad_frames_are_value_errors(forest):
     junk[:8] = b"NOTPACST"
     with pytest.raises(ValueError):
         pacset.Forest.from_frames(header, [junk])
+
+
+def _within(seconds, fn):
+    """fn(), or a failure when it blocks longer than `seconds` (SIGALRM
+    interrupts a blocked open(2); the handler's exception ends the call)."""
+    def hung(signum, frame):
+        raise TimeoutError(f"still blocked after {seconds} s")
+
+    old = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(seconds)
+    try:
+        return fn()
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+@pytest.mark.parametrize("name", ["model.pac", "model.json", "model.joblib"])
+def test_a_fifo_model_path_is_refused_at_once(tmp_path, name):
+    # Nobody writes to the FIFO: opening it for reading used to wait forever.
+    fifo = tmp_path / name
+    os.mkfifo(fifo)
+    for call in (pacset.load, pacset.open):
+        with pytest.raises(ValueError, match="is a FIFO, not a regular file"):
+            _within(20, lambda: call(fifo))
+
+
+def test_a_device_or_directory_model_path_is_refused(tmp_path):
+    for path, kind in (("/dev/zero", "a character device"), (str(tmp_path), "a directory")):
+        for call in (pacset.load, pacset.open):
+            with pytest.raises(ValueError, match=f"is {kind}, not a regular file"):
+                _within(20, lambda: call(path))
