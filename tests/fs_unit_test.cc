@@ -309,9 +309,9 @@ TEST(ForestTable, PinsAnOpenGenerationOnceAndUnpinsItWhenReplacedAndClosed) {
   auto f = t.table.Lookup("f");
   ASSERT_NE(f, nullptr);
   bool first = false;
-  ASSERT_TRUE(t.table.Open(f, &first).ok());
+  ASSERT_TRUE(t.table.Open(f, 0, &first).ok());
   EXPECT_TRUE(first);
-  ASSERT_TRUE(t.table.Open(f, &first).ok());
+  ASSERT_TRUE(t.table.Open(f, 0, &first).ok());
   EXPECT_FALSE(first);
   EXPECT_EQ(t.store->pins_held(), 1);
   // A new generation: the old one stays pinned while open.
@@ -320,9 +320,9 @@ TEST(ForestTable, PinsAnOpenGenerationOnceAndUnpinsItWhenReplacedAndClosed) {
   ASSERT_TRUE(changed.ok());
   EXPECT_EQ(*changed, std::vector<std::string>{"f"});
   EXPECT_EQ(t.store->pins_held(), 1);
-  t.table.Release(f->ino);
+  t.table.Release(f->ino, 0);
   EXPECT_EQ(t.store->pins_held(), 1);
-  t.table.Release(f->ino);
+  t.table.Release(f->ino, 0);
   EXPECT_EQ(t.store->pins_held(), 0);
   auto g = t.table.Lookup("f");
   EXPECT_NE(g->ino, f->ino);
@@ -368,7 +368,7 @@ TEST(ForestTable, AFailedOpenCountsNothingAndHoldsNoPin) {
   ASSERT_TRUE(WriteForest(*t.store, "f", kBs, 2).ok());
   ASSERT_TRUE(t.real->CollectGarbage().ok());
   bool first = true;
-  EXPECT_EQ(t.table.Open(f, &first).code(), StatusCode::kNotFound);
+  EXPECT_EQ(t.table.Open(f, 0, &first).code(), StatusCode::kNotFound);
   EXPECT_FALSE(first);
   EXPECT_EQ(t.store->pins_held(), 0);
   t.table.UnpinAll();
@@ -385,7 +385,7 @@ TEST(ForestTable, AStoreRoundTripOfOnePinBlocksNoOtherLookupOrRead) {
   std::atomic<bool> opened{false};
   std::thread opener([&] {
     bool first;
-    EXPECT_TRUE(t.table.Open(a, &first).ok());
+    EXPECT_TRUE(t.table.Open(a, 0, &first).ok());
     opened = true;
   });
   while (t.store->pin_calls() == 0) std::this_thread::yield();
@@ -399,7 +399,7 @@ TEST(ForestTable, AStoreRoundTripOfOnePinBlocksNoOtherLookupOrRead) {
   EXPECT_FALSE(opened.load()) << "the lookups waited for the pin";
   opener.join();
   t.store->ClearFaults();
-  t.table.Release(a->ino);
+  t.table.Release(a->ino, 0);
   t.table.UnpinAll();
   EXPECT_EQ(t.store->pins_held(), 0);
 }
@@ -415,7 +415,7 @@ TEST(ForestTable, ConcurrentOpensOfOneGenerationPinItOnce) {
   for (int i = 0; i < 4; ++i)
     threads.emplace_back([&] {
       bool first;
-      EXPECT_TRUE(t.table.Open(f, &first).ok());
+      EXPECT_TRUE(t.table.Open(f, 0, &first).ok());
       if (first) firsts++;
     });
   for (auto& th : threads) th.join();
@@ -423,7 +423,7 @@ TEST(ForestTable, ConcurrentOpensOfOneGenerationPinItOnce) {
   EXPECT_EQ(t.store->pin_calls(), 1u);
   EXPECT_EQ(t.store->pins_held(), 1);
   t.store->ClearFaults();
-  for (int i = 0; i < 4; ++i) t.table.Release(f->ino);
+  for (int i = 0; i < 4; ++i) t.table.Release(f->ino, 0);
   t.table.Forget(f->ino, 1);  // the kernel forgets it: the current generation is unpinned too
   EXPECT_EQ(t.store->pins_held(), 0);
 }
