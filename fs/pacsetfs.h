@@ -6,6 +6,8 @@
 //   MOUNTPOINT/.pacsetfs/control  write "drop NAME" / "drop *" to make forests cold
 //                                 (protocol: fs/control.h; only the mounting
 //                                 user and root may use it)
+//   MOUNTPOINT/.pacsetfs/gather   many blocks of a forest in one round trip
+//                                 (fs/gather.h; within caps per user)
 //
 // Reads map to the blocks that cover them; each block is fetched from the
 // store once per cold access (an in-daemon cache with a memory bound and
