@@ -391,6 +391,15 @@ def rss_anon(pid):
     raise AssertionError(f"no RssAnon for process {pid}")
 
 
+def sanitized(binary):
+    """Whether `binary` is built with AddressSanitizer or ThreadSanitizer, whose
+    allocators keep what is freed (quarantine, shadow memory): its RSS says
+    nothing about what the daemon holds."""
+    with open(binary, "rb") as f:
+        data = f.read()
+    return b"__asan_init" in data or b"__tsan_init" in data
+
+
 def await_true(condition, what, seconds=10):
     deadline = time.time() + seconds
     while not condition():
@@ -421,7 +430,7 @@ def test_one_users_gather_handles_stay_within_its_caps_and_their_memory_is_retur
     memory stays within that (a generous margin: it is a bound, not a
     timing), another user predicts and gathers meanwhile, each cap is
     logged once, and after the handles close the memory is returned, round
-    after round."""
+    after round (memory is not checked for a sanitizer build's daemon)."""
     store = rocksdb_store(tmp)
     procs, per_proc, k = 4, 1500, 1024
     max_handles, max_bytes = 4096, 4 << 20  # the defaults (fs/pacsetfs.h)
@@ -459,10 +468,12 @@ def test_one_users_gather_handles_stay_within_its_caps_and_their_memory_is_retur
                 print(f"    round {rnd}: the daemon's RssAnon {before / 2**20:.1f} MiB before, "
                       f"{during / 2**20:.1f} while one user held {opened} handles, "
                       f"{after / 2**20:.1f} after they closed")
-                # The caps allow 4 MiB of requests and 4,096 handles' entries;
-                # without them these handles held ~50 MiB, and kept them.
-                assert during < before + max_bytes + (12 << 20), (before, during)
-                assert after < before + (3 << 20), ("not returned", before, after)
+                # The caps allow 4 MiB of requests and 4,096 handles' entries
+                # (measured: +4.5 MiB, +1.1 after); without them these handles
+                # held ~50 MiB, and kept them.
+                if not sanitized(ARGS.pacsetfs):
+                    assert during < before + max_bytes + (12 << 20), (before, during)
+                    assert after < before + (3 << 20), ("not returned", before, after)
         finally:
             for c in floods + [bystander]:
                 c.close()
