@@ -13,7 +13,12 @@ namespace pacset {
 namespace fs_internal {
 
 PacsetFs::PacsetFs(const MountOptions& o)
-    : opts_(o), cache_(o.cache_bytes), tracing_(o.trace_queue_records) {
+    : opts_(o),
+      cache_(o.cache_bytes),
+      tracing_(o.trace_queue_records),
+      gathers_({o.max_gather_handles_per_user, o.max_gather_handles, o.gather_memory_per_user,
+                o.gather_memory},
+               static_cast<uint32_t>(getuid())) {
   clock_gettime(CLOCK_REALTIME, &mount_time_);
 }
 
@@ -112,6 +117,11 @@ std::string PacsetFs::StatsJson() {
       {"store", RedactStoreUri(opts_.store_uri)},
       {"cache", {{"bytes", cache_.bytes()}, {"capacity", cache_.capacity()}}},
   };
+  const GatherHandles::Totals gathers = gathers_.totals();
+  extra["gather"] = {{"handles", gathers.all.handles},
+                     {"request_bytes", gathers.all.bytes},
+                     {"refused_opens", gathers.refused_opens},
+                     {"refused_requests", gathers.refused_requests}};
   if (auto trace = tracing_.Current()) {
     extra["trace"] = {
         {"path", tracing_.path()}, {"written", trace->written()}, {"dropped", trace->dropped()}};

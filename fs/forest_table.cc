@@ -81,10 +81,12 @@ std::shared_ptr<ForestInode> ForestTable::Find(fuse_ino_t ino) {
   return it == inodes_.end() ? nullptr : it->second;
 }
 
-std::shared_ptr<ForestInode> ForestTable::FindOpen(fuse_ino_t ino) {
+std::shared_ptr<ForestInode> ForestTable::FindGatherable(fuse_ino_t ino, uint32_t uid) {
   MutexLock lock(&mu_);
   auto it = inodes_.find(ino);
-  return it == inodes_.end() || it->second->opens <= 0 ? nullptr : it->second;
+  if (it == inodes_.end() || it->second->opens <= 0) return nullptr;
+  const ForestInode& f = *it->second;
+  return IsCurrentLocked(f) || f.opens_by_uid.count(uid) ? it->second : nullptr;
 }
 
 void ForestTable::Forget(fuse_ino_t ino, uint64_t n) {
@@ -100,12 +102,15 @@ void ForestTable::Forget(fuse_ino_t ino, uint64_t n) {
   DoUnpins(unpins);
 }
 
-Status ForestTable::Open(const std::shared_ptr<ForestInode>& f, bool* first_open) {
+Status ForestTable::Open(const std::shared_ptr<ForestInode>& f, uint32_t uid, bool* first_open) {
   {
     MutexLock lock(&mu_);
     *first_open = f->opens++ == 0;
     while (f->pin_busy) pin_cv_.Wait(&mu_);
-    if (f->pinned) return Status::Ok();
+    if (f->pinned) {
+      f->opens_by_uid[uid]++;
+      return Status::Ok();
+    }
     f->pin_busy = true;
   }
   Status s = store_->Pin(f->name, f->info.generation);
@@ -115,6 +120,7 @@ Status ForestTable::Open(const std::shared_ptr<ForestInode>& f, bool* first_open
     f->pin_busy = false;
     if (s.ok()) {
       f->pinned = true;
+      f->opens_by_uid[uid]++;
     } else {
       f->opens--;
       *first_open = false;
@@ -129,7 +135,7 @@ Status ForestTable::Open(const std::shared_ptr<ForestInode>& f, bool* first_open
   return s;
 }
 
-void ForestTable::Release(fuse_ino_t ino) {
+void ForestTable::Release(fuse_ino_t ino, uint32_t uid) {
   std::vector<Unpin> unpins;
   {
     MutexLock lock(&mu_);
@@ -137,6 +143,8 @@ void ForestTable::Release(fuse_ino_t ino) {
     if (it == inodes_.end()) return;
     auto f = it->second;
     f->opens--;
+    auto by = f->opens_by_uid.find(uid);
+    if (by != f->opens_by_uid.end() && --by->second <= 0) f->opens_by_uid.erase(by);
     ReleaseUnusedLocked(f, &unpins);
   }
   DoUnpins(unpins);

@@ -8,16 +8,17 @@
 // scattered over the file, which the engine asks for 32 at a time; through
 // the gather file each such batch is one write and one read.
 //
-// Protocol. Open the file O_RDWR (mode 0666: anyone who reaches the mount may
-// read every forest in it anyway; a mount made with -o ro refuses the open,
-// and a client then reads the forest file itself). Each
+// Protocol. Open the file O_RDWR (mode 0666: it gives no more than the forest
+// files do, see "Who may gather what"; a mount made with -o ro refuses the
+// open, and a client then reads the forest file itself). Each
 // open file holds at most one request, set by a write(2) of exactly
 // 16 + 8 * count bytes, all integers little-endian:
 //
 //   offset  size  field
 //   0       4     magic 0x31524750 ("PGR1")
 //   4       4     count: 1 .. kMaxGatherBlocks
-//   8       8     inode: st_ino of NAME.pac of this mount, open (by anyone)
+//   8       8     inode: st_ino of NAME.pac of this mount, open, that the
+//                 writer may read (below)
 //   16      8*count  block indexes, each < the forest's block count, in any
 //                 order, repeats allowed
 //
@@ -30,10 +31,39 @@
 // cache of the forest file once no gather is being served, so mappings of
 // it see them afterwards.
 //
-// Errors (the errno of the failing call): write EINVAL for a malformed
-// request, ESTALE when the inode is not an open forest of this mount; read
-// EINVAL before any request, EIO when a block cannot be read (the daemon
-// logs forest, generation and block), ESTALE when the forest's inode is gone.
+// Who may gather what. A forest's blocks are reachable here only as through
+// its file: a request names an inode that has open handles (its generation is
+// pinned meanwhile) and that the requesting user could read by opening it
+// now, because it is still its name's current generation (anyone may open
+// it), or because that user holds a handle of that very inode open. So once
+// a forest is removed, or replaced by a new generation, only the users who
+// hold the old inode open still gather it; the others, root included, get
+// ESTALE, at the write and at the read of a request written before. The user
+// is the uid of the write (and of the read), not its pid (the pid is the
+// calling thread's, and the engine gathers from threads other than the one
+// that opened the forest); a handle of a forest counts for the user who
+// opened it (a descriptor passed to another user does not make it theirs).
+//
+// Limits (mount options; fs/internal/gather_handles.h). Each open handle and
+// its request take the daemon's memory, and with allow_other every local
+// user may open the file: each user may hold at most
+// max_gather_handles_per_user handles (default 4,096; over it the open fails
+// with EMFILE) and gather_memory_per_user bytes of requests (default 4 MiB,
+// a request counting 8 bytes per block plus 96; over it the write fails with
+// ENOMEM and the handle keeps the request it had), and all users but root
+// and the mounting user together max_gather_handles (16,384; ENFILE) and
+// gather_memory (16 MiB; ENOMEM). Root and the mounting user have a budget
+// of those totals of their own. A handle counts for the user who opened it.
+// The memory of a closed handle is returned to the system. An engine holds
+// a few handles per open forest with requests of at most 32 blocks; a client
+// refused at the cap reads the forest file itself.
+//
+// Errors (the errno of the failing call): open EMFILE or ENFILE over a
+// handle cap; write EINVAL for a malformed request, ESTALE when the inode is
+// not an open forest of this mount that the writer may read, ENOMEM over a
+// memory cap; read EINVAL before any request, EIO when a block cannot be
+// read (the daemon logs forest, generation and block), ESTALE when the
+// forest's inode is gone or the reader may no longer read it.
 #pragma once
 
 #include <cstddef>

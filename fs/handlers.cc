@@ -1,6 +1,7 @@
 // The FUSE request handlers. Every handler takes its state from
 // fuse_req_userdata(), replies exactly once, and turns a Status into an errno
 // only through StatusToErrno (fs/errno.h).
+#include <malloc.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -164,16 +165,11 @@ void PacsetFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   }
   if (ino == kGatherIno) {
     if (acc != O_RDWR) return (void)fuse_reply_err(req, EACCES);
-    {
-      MutexLock lock(&gather_mu_);
-      fi->fh = ++next_gather_fh_;
-      gathers_.emplace(fi->fh, nullptr);
-    }
+    // Capped per user and in total (fs/internal/gather_handles.h): EMFILE, ENFILE.
+    if (const int err = gathers_.Open(fuse_req_ctx(req)->uid, &fi->fh); err != 0)
+      return (void)fuse_reply_err(req, err);
     fi->direct_io = 1;  // each read is the daemon's answer to the handle's request
-    if (fuse_reply_open(req, fi) != 0) {
-      MutexLock lock(&gather_mu_);
-      gathers_.erase(fi->fh);
-    }
+    if (fuse_reply_open(req, fi) != 0) (void)gathers_.Close(fi->fh);
     return;
   }
   if (ino == kControlIno) {
@@ -198,8 +194,9 @@ void PacsetFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     Log(LOG_ERR, "%s", refused.ToString().c_str());
     return (void)fuse_reply_err(req, StatusToErrno(refused));
   }
+  const uint32_t uid = fuse_req_ctx(req)->uid;
   bool first_open = false;
-  Status s = table_->Open(f, &first_open);
+  Status s = table_->Open(f, uid, &first_open);
   // kNotFound: the generation was collected between the lookup and this pin
   // (a re-import's garbage collection). ESTALE makes the kernel look the name
   // up again (LOOKUP_REVAL) and open the current generation.
@@ -207,11 +204,13 @@ void PacsetFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   if (!s.ok()) return (void)fuse_reply_err(req, StatusToErrno(s));
   f->stats->opens.fetch_add(1, std::memory_order_relaxed);
   fi->keep_cache = 1;
-  fi->fh = ino;
+  // Reads go by inode; the handle keeps who opened it, for its release (which
+  // the kernel sends without the credentials of anyone).
+  fi->fh = uid;
   if (fuse_reply_open(req, fi) != 0) {
     // The open was interrupted: the kernel will never send its release.
     try {
-      table_->Release(ino);
+      table_->Release(ino, uid);
     } catch (...) {
       Log(LOG_ERR, "open of inode %llu: cannot undo a failed open",
           static_cast<unsigned long long>(ino));
@@ -232,12 +231,12 @@ void PacsetFs::Release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     MutexLock lock(&stats_mu_);
     stats_texts_.erase(fi->fh);
   }
-  if (ino == kGatherIno) {
-    MutexLock lock(&gather_mu_);
-    gathers_.erase(fi->fh);
-  }
-  if (ino >= kFirstForestIno) table_->Release(ino);
+  const bool trim = ino == kGatherIno && gathers_.Close(fi->fh);
+  if (ino >= kFirstForestIno) table_->Release(ino, static_cast<uint32_t>(fi->fh));
   fuse_reply_err(req, 0);
+  // After many gather handles closed, their requests' memory goes back to the
+  // kernel, which malloc's arenas would otherwise keep (GatherHandles::Close).
+  if (trim) malloc_trim(0);
 }
 
 void PacsetFs::Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
@@ -328,31 +327,31 @@ void PacsetFs::GatherWrite(fuse_req_t req, const char* buf, size_t size, uint64_
   // Malformed requests are not logged: any local user may write here.
   StatusOr<GatherRequest> r = ParseGatherRequest(buf, size);
   if (!r.ok()) return (void)fuse_reply_err(req, EINVAL);
-  std::shared_ptr<ForestInode> f = table_->FindOpen(r->inode);
+  // Only blocks its writer could read through the forest file now
+  // (ForestTable::FindGatherable): by the uid, not the pid, which is the
+  // writing thread's and says nothing of who holds the forest open.
+  std::shared_ptr<ForestInode> f = table_->FindGatherable(r->inode, fuse_req_ctx(req)->uid);
   if (!f) return (void)fuse_reply_err(req, ESTALE);
   for (uint64_t b : r->blocks)
     if (b >= f->info.block_count) return (void)fuse_reply_err(req, EINVAL);
-  auto g = std::make_shared<const Gather>(Gather{std::move(f), std::move(r->blocks)});
-  {
-    MutexLock lock(&gather_mu_);
-    auto it = gathers_.find(fh);
-    if (it == gathers_.end()) return (void)fuse_reply_err(req, EBADF);
-    it->second = std::move(g);
-  }
+  auto g = std::make_shared<const GatherHandles::Request>(
+      GatherHandles::Request{std::move(f), std::move(r->blocks)});
+  // EBADF, or ENOMEM over the memory caps (fs/internal/gather_handles.h).
+  if (const int err = gathers_.SetRequest(fh, std::move(g)); err != 0)
+    return (void)fuse_reply_err(req, err);
   fuse_reply_write(req, size);
 }
 
 void PacsetFs::GatherRead(fuse_req_t req, size_t size, off_t off, uint64_t fh) {
   const Notifier::GatherScope serving(notifier_.get());  // pushes wait for quiet gathers
-  std::shared_ptr<const Gather> g;
-  {
-    MutexLock lock(&gather_mu_);
-    auto it = gathers_.find(fh);
-    if (it == gathers_.end()) return (void)fuse_reply_err(req, EBADF);
-    g = it->second;
-  }
+  std::shared_ptr<const GatherHandles::Request> g;
+  if (!gathers_.Get(fh, &g)) return (void)fuse_reply_err(req, EBADF);
   if (!g) return (void)fuse_reply_err(req, EINVAL);
   if (off < 0) return (void)fuse_reply_err(req, EINVAL);
+  // The reader too must still be able to read the forest file (the request
+  // may be older than a removal, and the reader another user than the writer).
+  if (!table_->FindGatherable(g->forest->ino, fuse_req_ctx(req)->uid))
+    return (void)fuse_reply_err(req, ESTALE);
   const ForestInode& f = *g->forest;
   const uint64_t bs = f.info.block_size, total = g->blocks.size() * bs;
   if (static_cast<uint64_t>(off) >= total || size == 0)

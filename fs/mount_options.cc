@@ -6,6 +6,14 @@
 #include "util/size.h"
 
 namespace pacset {
+namespace {
+
+// Ceilings of the gather file's caps (fs/gather.h, "Limits"): far above any
+// engine's use, and what an operator's typo cannot exceed.
+constexpr uint64_t kMaxGatherHandles = uint64_t{1} << 24;
+constexpr uint64_t kMaxGatherMemory = uint64_t{1} << 36;
+
+}  // namespace
 
 Status ParseMountOptionString(const std::string& list, MountOptions* o) {
   // Mount-table options that mean nothing to this filesystem.
@@ -74,6 +82,18 @@ Status ParseMountOptionString(const std::string& list, MountOptions* o) {
     } else if (key == "threads") {
       PACSET_RETURN_IF_ERROR(number(&v));
       o->max_threads = static_cast<int>(std::clamp<uint64_t>(v, 1, 1024));
+    } else if (key == "max_gather_handles_per_user") {
+      PACSET_RETURN_IF_ERROR(number(&v));
+      o->max_gather_handles_per_user = std::min<uint64_t>(v, kMaxGatherHandles);
+    } else if (key == "max_gather_handles") {
+      PACSET_RETURN_IF_ERROR(number(&v));
+      o->max_gather_handles = std::min<uint64_t>(v, kMaxGatherHandles);
+    } else if (key == "gather_memory_per_user") {
+      PACSET_RETURN_IF_ERROR(number(&v));
+      o->gather_memory_per_user = std::min<uint64_t>(v, kMaxGatherMemory);
+    } else if (key == "gather_memory") {
+      PACSET_RETURN_IF_ERROR(number(&v));
+      o->gather_memory = std::min<uint64_t>(v, kMaxGatherMemory);
     } else if (key == "debug") {
       o->debug = true;
       o->foreground = true;
@@ -81,6 +101,9 @@ Status ParseMountOptionString(const std::string& list, MountOptions* o) {
       return Status::InvalidArgument("unknown mount option '" + key + "'");
     }
   }
+  // A user's cap above the total would never be reached.
+  o->max_gather_handles_per_user = std::min(o->max_gather_handles_per_user, o->max_gather_handles);
+  o->gather_memory_per_user = std::min(o->gather_memory_per_user, o->gather_memory);
   return Status::Ok();
 }
 

@@ -6,6 +6,8 @@
 //   MOUNTPOINT/.pacsetfs/control  write "drop NAME" / "drop *" to make forests cold
 //                                 (protocol: fs/control.h; only the mounting
 //                                 user and root may use it)
+//   MOUNTPOINT/.pacsetfs/gather   many blocks of a forest in one round trip
+//                                 (fs/gather.h; within caps per user)
 //
 // Reads map to the blocks that cover them; each block is fetched from the
 // store once per cold access (an in-daemon cache with a memory bound and
@@ -49,6 +51,15 @@ struct MountOptions {
   bool prefetch_bins = false;      // at open, fetch metadata and bin blocks ahead
   uint32_t max_readahead = 0;      // kernel readahead in bytes (0: exact page faults)
   int max_threads = 64;  // FUSE workers: above the engine's 32 blocks in flight (fs/DESIGN.md)
+  // What the gather file's open handles may hold (fs/gather.h, "Limits"):
+  // each user's handles and request bytes, and those of every user but root
+  // and the mounting user together; those two share a budget of the totals
+  // of their own. Over a cap an open fails with EMFILE (the user's) or
+  // ENFILE (the total), a request with ENOMEM.
+  uint64_t max_gather_handles_per_user = 4096;
+  uint64_t max_gather_handles = 16384;
+  uint64_t gather_memory_per_user = 4u << 20;
+  uint64_t gather_memory = 16u << 20;
 };
 
 // Parses a comma-separated -o list into `opts`. Mount-table options that

@@ -1,11 +1,13 @@
 // Unit tests of fs/ below the FUSE boundary: the block cache (single flight,
 // eviction), the block reader (retries, deadline, corruption), the forest
-// table (pins, generations, no lock across store calls), mount options, the
-// control protocol and the errno mapping. Stores are real directory stores,
+// table (pins, generations, no lock across store calls, who may gather), the
+// gather file's handles and caps, mount options, the control protocol and
+// the errno mapping. Stores are real directory stores,
 // wrapped in FaultInjectionStore where a test needs a slow or failing one.
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <thread>
 #include <vector>
@@ -17,6 +19,7 @@
 #include "fs/errno.h"
 #include "fs/internal/block_reader.h"
 #include "fs/internal/forest_table.h"
+#include "fs/internal/gather_handles.h"
 #include "fs/internal/notifier.h"
 #include "fs/internal/tracing.h"
 #include "fs/pacsetfs.h"
@@ -30,6 +33,7 @@ namespace {
 using fs_internal::BlockReader;
 using fs_internal::ForestInode;
 using fs_internal::ForestTable;
+using fs_internal::GatherHandles;
 using fs_internal::Notifier;
 using fs_internal::Tracing;
 using store_test::MakeBlock;
@@ -309,9 +313,9 @@ TEST(ForestTable, PinsAnOpenGenerationOnceAndUnpinsItWhenReplacedAndClosed) {
   auto f = t.table.Lookup("f");
   ASSERT_NE(f, nullptr);
   bool first = false;
-  ASSERT_TRUE(t.table.Open(f, &first).ok());
+  ASSERT_TRUE(t.table.Open(f, 0, &first).ok());
   EXPECT_TRUE(first);
-  ASSERT_TRUE(t.table.Open(f, &first).ok());
+  ASSERT_TRUE(t.table.Open(f, 0, &first).ok());
   EXPECT_FALSE(first);
   EXPECT_EQ(t.store->pins_held(), 1);
   // A new generation: the old one stays pinned while open.
@@ -320,9 +324,9 @@ TEST(ForestTable, PinsAnOpenGenerationOnceAndUnpinsItWhenReplacedAndClosed) {
   ASSERT_TRUE(changed.ok());
   EXPECT_EQ(*changed, std::vector<std::string>{"f"});
   EXPECT_EQ(t.store->pins_held(), 1);
-  t.table.Release(f->ino);
+  t.table.Release(f->ino, 0);
   EXPECT_EQ(t.store->pins_held(), 1);
-  t.table.Release(f->ino);
+  t.table.Release(f->ino, 0);
   EXPECT_EQ(t.store->pins_held(), 0);
   auto g = t.table.Lookup("f");
   EXPECT_NE(g->ino, f->ino);
@@ -368,7 +372,7 @@ TEST(ForestTable, AFailedOpenCountsNothingAndHoldsNoPin) {
   ASSERT_TRUE(WriteForest(*t.store, "f", kBs, 2).ok());
   ASSERT_TRUE(t.real->CollectGarbage().ok());
   bool first = true;
-  EXPECT_EQ(t.table.Open(f, &first).code(), StatusCode::kNotFound);
+  EXPECT_EQ(t.table.Open(f, 0, &first).code(), StatusCode::kNotFound);
   EXPECT_FALSE(first);
   EXPECT_EQ(t.store->pins_held(), 0);
   t.table.UnpinAll();
@@ -385,7 +389,7 @@ TEST(ForestTable, AStoreRoundTripOfOnePinBlocksNoOtherLookupOrRead) {
   std::atomic<bool> opened{false};
   std::thread opener([&] {
     bool first;
-    EXPECT_TRUE(t.table.Open(a, &first).ok());
+    EXPECT_TRUE(t.table.Open(a, 0, &first).ok());
     opened = true;
   });
   while (t.store->pin_calls() == 0) std::this_thread::yield();
@@ -399,7 +403,7 @@ TEST(ForestTable, AStoreRoundTripOfOnePinBlocksNoOtherLookupOrRead) {
   EXPECT_FALSE(opened.load()) << "the lookups waited for the pin";
   opener.join();
   t.store->ClearFaults();
-  t.table.Release(a->ino);
+  t.table.Release(a->ino, 0);
   t.table.UnpinAll();
   EXPECT_EQ(t.store->pins_held(), 0);
 }
@@ -415,7 +419,7 @@ TEST(ForestTable, ConcurrentOpensOfOneGenerationPinItOnce) {
   for (int i = 0; i < 4; ++i)
     threads.emplace_back([&] {
       bool first;
-      EXPECT_TRUE(t.table.Open(f, &first).ok());
+      EXPECT_TRUE(t.table.Open(f, 0, &first).ok());
       if (first) firsts++;
     });
   for (auto& th : threads) th.join();
@@ -423,9 +427,150 @@ TEST(ForestTable, ConcurrentOpensOfOneGenerationPinItOnce) {
   EXPECT_EQ(t.store->pin_calls(), 1u);
   EXPECT_EQ(t.store->pins_held(), 1);
   t.store->ClearFaults();
-  for (int i = 0; i < 4; ++i) t.table.Release(f->ino);
+  for (int i = 0; i < 4; ++i) t.table.Release(f->ino, 0);
   t.table.Forget(f->ino, 1);  // the kernel forgets it: the current generation is unpinned too
   EXPECT_EQ(t.store->pins_held(), 0);
+}
+
+// A forest's blocks may be gathered (fs/gather.h) as its file may be read:
+// by anyone while it is its name's current generation and open (pinned);
+// once replaced or removed, only by the users who hold it open.
+TEST(ForestTable, AGenerationIsGatherableByAnyoneWhileCurrentThenOnlyByItsHolders) {
+  TableFixture t;
+  constexpr uint32_t kHolder = 1000, kOther = 1001;
+  ASSERT_TRUE(WriteForest(*t.store, "f", kBs, 2).ok());
+  ASSERT_TRUE(t.table.Refresh().ok());
+  auto f = t.table.Lookup("f");
+  EXPECT_EQ(t.table.FindGatherable(f->ino, kOther), nullptr) << "not open: not pinned";
+  bool first = false;
+  ASSERT_TRUE(t.table.Open(f, kHolder, &first).ok());
+  EXPECT_EQ(t.table.FindGatherable(f->ino, kOther), f);
+  EXPECT_EQ(t.table.FindGatherable(f->ino, 0), f);
+  // Replaced by a new generation.
+  ASSERT_TRUE(WriteForest(*t.store, "f", kBs, 2).ok());
+  ASSERT_TRUE(t.table.Refresh().ok());
+  EXPECT_EQ(t.table.FindGatherable(f->ino, kOther), nullptr);
+  EXPECT_EQ(t.table.FindGatherable(f->ino, 0), nullptr) << "root never opened it either";
+  EXPECT_EQ(t.table.FindGatherable(f->ino, kHolder), f);
+  // The new generation, opened by the holder, then removed.
+  auto g = t.table.Lookup("f");
+  ASSERT_TRUE(t.table.Open(g, kHolder, &first).ok());
+  ASSERT_TRUE(t.table.Open(g, kHolder, &first).ok());
+  EXPECT_EQ(t.table.FindGatherable(g->ino, kOther), g);
+  ASSERT_TRUE(t.real->Delete("f").ok());
+  ASSERT_TRUE(t.table.Refresh().ok());
+  EXPECT_EQ(t.table.FindGatherable(g->ino, kOther), nullptr);
+  EXPECT_EQ(t.table.FindGatherable(g->ino, kHolder), g);
+  // Counted per handle: the holder's last release ends it.
+  t.table.Release(g->ino, kHolder);
+  EXPECT_EQ(t.table.FindGatherable(g->ino, kHolder), g);
+  t.table.Release(g->ino, kHolder);
+  EXPECT_EQ(t.table.FindGatherable(g->ino, kHolder), nullptr);
+  t.table.Release(f->ino, kHolder);
+  EXPECT_EQ(t.table.FindGatherable(f->ino, kHolder), nullptr);
+  t.table.UnpinAll();
+}
+
+// ---- the gather file's handles ----
+
+std::shared_ptr<const GatherHandles::Request> RequestOf(size_t blocks) {
+  auto r = std::make_shared<GatherHandles::Request>();
+  r->blocks.resize(blocks);
+  return r;
+}
+
+TEST(GatherHandles, CapsEachUsersHandlesAndTheOthersTotalAndGivesTrustedUsersTheirOwnBudget) {
+  constexpr uint32_t kMounter = 1000, kA = 2001, kB = 2002;
+  GatherHandles h({/*handles_per_user=*/2, /*handles=*/3, /*bytes_per_user=*/1 << 20,
+                   /*bytes=*/1 << 20},
+                  kMounter);
+  uint64_t fh = 0;
+  std::vector<uint64_t> a;
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_EQ(h.Open(kA, &fh), 0);
+    a.push_back(fh);
+  }
+  EXPECT_EQ(h.Open(kA, &fh), EMFILE);
+  ASSERT_EQ(h.Open(kB, &fh), 0);
+  const uint64_t b = fh;
+  EXPECT_EQ(h.Open(kB, &fh), ENFILE) << "B is under its cap, the others' total is not";
+  // Root and the mounting user: no cap of their own, a total apart.
+  for (uint32_t trusted : {0u, kMounter, 0u}) EXPECT_EQ(h.Open(trusted, &fh), 0) << trusted;
+  EXPECT_EQ(h.Open(kMounter, &fh), ENFILE);
+  EXPECT_EQ(h.UsageOf(kA).handles, 2u);
+  EXPECT_EQ(h.UsageOf(0).handles, 3u);
+  EXPECT_EQ(h.UsageOf(kMounter).handles, 3u) << "one budget for both";
+  // A closed handle is gone, and what it counted is free again.
+  h.Close(a[0]);
+  std::shared_ptr<const GatherHandles::Request> r;
+  EXPECT_FALSE(h.Get(a[0], &r));
+  EXPECT_EQ(h.SetRequest(a[0], RequestOf(1)), EBADF);
+  EXPECT_EQ(h.Open(kB, &fh), 0);
+  EXPECT_EQ(h.Open(kA, &fh), ENFILE);
+  h.Close(b);
+  EXPECT_EQ(h.Open(kA, &fh), 0);
+  const GatherHandles::Totals t = h.totals();
+  EXPECT_EQ(t.all.handles, 6u);
+  EXPECT_EQ(t.refused_opens, 4u);
+}
+
+TEST(GatherHandles, CapsRequestBytesPerUserAndInTotalAndARequestMayBeReplacedByOneAsLarge) {
+  constexpr uint32_t kA = 2001, kB = 2002;
+  const uint64_t r100 = GatherHandles::RequestBytes(100);
+  GatherHandles h({10, 10, 2 * r100, 3 * r100}, /*mounting_uid=*/1000);
+  uint64_t a1, a2, a3, b1, b2, root;
+  ASSERT_EQ(h.Open(kA, &a1) | h.Open(kA, &a2) | h.Open(kA, &a3), 0);
+  ASSERT_EQ(h.Open(kB, &b1) | h.Open(kB, &b2) | h.Open(0, &root), 0);
+  std::shared_ptr<const GatherHandles::Request> r;
+  ASSERT_TRUE(h.Get(a1, &r));
+  EXPECT_EQ(r, nullptr) << "no request before the first write";
+  const auto first = RequestOf(100);
+  EXPECT_EQ(h.SetRequest(a1, first), 0);
+  EXPECT_EQ(h.SetRequest(a2, RequestOf(100)), 0);
+  EXPECT_EQ(h.SetRequest(a3, RequestOf(1)), ENOMEM);
+  EXPECT_EQ(h.SetRequest(a1, RequestOf(100)), 0) << "as large as the one it replaces";
+  const auto smaller = RequestOf(10);
+  EXPECT_EQ(h.SetRequest(a2, smaller), 0);
+  EXPECT_EQ(h.UsageOf(kA).bytes, r100 + GatherHandles::RequestBytes(10));
+  EXPECT_EQ(h.SetRequest(b1, RequestOf(100)), 0);
+  EXPECT_EQ(h.SetRequest(b2, RequestOf(100)), ENOMEM) << "over the others' total";
+  ASSERT_TRUE(h.Get(b2, &r));
+  EXPECT_EQ(r, nullptr) << "a refused request leaves the handle as it was";
+  ASSERT_TRUE(h.Get(a2, &r));
+  EXPECT_EQ(r, smaller);
+  EXPECT_EQ(h.SetRequest(root, RequestOf(300)), 0) << "root's budget is apart";
+  h.Close(a1);
+  EXPECT_EQ(h.SetRequest(b2, RequestOf(100)), 0);
+  EXPECT_EQ(h.totals().refused_requests, 2u);
+  h.Close(a2);
+  h.Close(a3);
+  h.Close(b1);
+  h.Close(b2);
+  h.Close(root);
+  EXPECT_EQ(h.totals().all.bytes, 0u);
+  EXPECT_EQ(h.totals().all.handles, 0u);
+  EXPECT_EQ(h.UsageOf(kA).handles, 0u);
+}
+
+// malloc_trim is asked for once what the handles hold fell a MiB below its
+// peak since the last trim: after a flood closes, not after an engine's few.
+TEST(GatherHandles, AsksForATrimOnlyOnceWhatTheyHoldFellAMebibyteBelowItsPeak) {
+  GatherHandles h({1 << 20, 1 << 20, 1 << 30, 1 << 30}, 1000);
+  std::vector<uint64_t> fhs(400);
+  for (uint64_t& fh : fhs) {
+    ASSERT_EQ(h.Open(2001, &fh), 0);
+    ASSERT_EQ(h.SetRequest(fh, RequestOf(1024)), 0);
+  }
+  // 400 handles of ~8 KiB: ~3.2 MiB held; trims come every MiB released.
+  int trims = 0;
+  for (uint64_t fh : fhs) trims += h.Close(fh) ? 1 : 0;
+  EXPECT_EQ(trims, 3);
+  for (int i = 0; i < 100; ++i) {  // an engine's handles come and go
+    uint64_t fh;
+    ASSERT_EQ(h.Open(2001, &fh), 0);
+    ASSERT_EQ(h.SetRequest(fh, RequestOf(32)), 0);
+    EXPECT_FALSE(h.Close(fh));
+  }
 }
 
 // ---- mount options ----
@@ -457,6 +602,33 @@ TEST(MountOptions, ParsesEveryOptionAndSize) {
   EXPECT_FALSE(o.read_only);
   EXPECT_EQ(o.cache_bytes, 1u << 30);
   EXPECT_TRUE(o.debug && o.foreground);
+}
+
+TEST(MountOptions, TheGatherCapsHaveDefaultsCeilingsAndAUsersCapIsAtMostTheTotal) {
+  MountOptions o;
+  EXPECT_EQ(o.max_gather_handles_per_user, 4096u);
+  EXPECT_EQ(o.max_gather_handles, 16384u);
+  EXPECT_EQ(o.gather_memory_per_user, 4u << 20);
+  EXPECT_EQ(o.gather_memory, 16u << 20);
+  ASSERT_TRUE(ParseMountOptionString("max_gather_handles_per_user=100,max_gather_handles=1K,"
+                                     "gather_memory_per_user=1MiB,gather_memory=64M",
+                                     &o)
+                  .ok());
+  EXPECT_EQ(o.max_gather_handles_per_user, 100u);
+  EXPECT_EQ(o.max_gather_handles, 1024u);
+  EXPECT_EQ(o.gather_memory_per_user, 1u << 20);
+  EXPECT_EQ(o.gather_memory, 64u << 20);
+  ASSERT_TRUE(ParseMountOptionString("max_gather_handles=10,gather_memory=100K", &o).ok());
+  EXPECT_EQ(o.max_gather_handles_per_user, 10u);
+  EXPECT_EQ(o.gather_memory_per_user, 100u << 10);
+  ASSERT_TRUE(ParseMountOptionString("max_gather_handles=1G,gather_memory=1048576G", &o).ok());
+  EXPECT_EQ(o.max_gather_handles, 1u << 24);
+  EXPECT_EQ(o.gather_memory, uint64_t{1} << 36);
+  ASSERT_TRUE(ParseMountOptionString("max_gather_handles_per_user=0", &o).ok());
+  EXPECT_EQ(o.max_gather_handles_per_user, 0u) << "0: only root and the mounting user gather";
+  for (const char* bad : {"max_gather_handles=", "max_gather_handles_per_user=x",
+                          "gather_memory=-1", "gather_memory_per_user"})
+    EXPECT_EQ(ParseMountOptionString(bad, &o).code(), StatusCode::kInvalidArgument) << bad;
 }
 
 TEST(MountOptions, IgnoresMountTableOptionsAndRejectsUnknownOnes) {

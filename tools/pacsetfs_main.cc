@@ -90,7 +90,9 @@ int main(int argc, char** argv) {
       "Also: pacsetfs SOURCE MOUNTPOINT -o opts   (mount -t fuse.pacsetfs, /etc/fstab)\n"
       "Mount options (-o): ro, allow_other, cache_size=SIZE, trace=FILE, store_timeout=MS,\n"
       "  catalog_refresh=MS, no_push_blocks, no_direct_store_reads, prefetch_bins,\n"
-      "  readahead=BYTES, threads=N, password_file=PATH, no_auto_unmount, debug; dev, suid,\n"
+      "  readahead=BYTES, threads=N, password_file=PATH, no_auto_unmount, debug,\n"
+      "  max_gather_handles_per_user=N (4096), max_gather_handles=N (16384),\n"
+      "  gather_memory_per_user=SIZE (4MiB), gather_memory=SIZE (16MiB); dev, suid,\n"
       "  nofail, _netdev, defaults are ignored. A redis password: $REDISCLI_AUTH or\n"
       "  password_file=PATH keep it off command lines.");
 

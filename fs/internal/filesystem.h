@@ -7,6 +7,7 @@
 //   fs/daemon_control.cc what the daemon does for each control command
 //   fs/control.cc        the control-file protocol (parser and client)
 //   fs/gather.cc         the gather file's protocol and client (fs/gather.h)
+//   fs/gather_handles.cc the gather file's open handles and their caps
 //   fs/mount_options.cc  -o parsing;  fs/mount.cc  mount lifecycle
 // Design notes, lock order and threads: fs/DESIGN.md.
 #pragma once
@@ -23,6 +24,7 @@
 #include "fs/control.h"
 #include "fs/internal/block_reader.h"
 #include "fs/internal/forest_table.h"
+#include "fs/internal/gather_handles.h"
 #include "fs/internal/inodes.h"
 #include "fs/internal/notifier.h"
 #include "fs/internal/readahead.h"
@@ -83,8 +85,8 @@ class PacsetFs {
   std::shared_ptr<const std::string> StatsText(uint64_t fh) EXCLUDES(stats_mu_);
   // The gather file (fs/gather.h): a write sets the handle's request, a read
   // returns its blocks.
-  void GatherWrite(fuse_req_t req, const char* buf, size_t size, uint64_t fh) EXCLUDES(gather_mu_);
-  void GatherRead(fuse_req_t req, size_t size, off_t off, uint64_t fh) EXCLUDES(gather_mu_);
+  void GatherWrite(fuse_req_t req, const char* buf, size_t size, uint64_t fh);
+  void GatherRead(fuse_req_t req, size_t size, off_t off, uint64_t fh);
 
   const MountOptions opts_;
   timespec mount_time_{};
@@ -111,15 +113,9 @@ class PacsetFs {
   std::unordered_map<uint64_t, std::shared_ptr<const std::string>> stats_texts_
       GUARDED_BY(stats_mu_);
 
-  // Open handles of the gather file and the request each holds (null until
-  // its first write); owned here for the same reason.
-  struct Gather {
-    std::shared_ptr<ForestInode> forest;
-    std::vector<uint64_t> blocks;
-  };
-  Mutex gather_mu_;
-  uint64_t next_gather_fh_ GUARDED_BY(gather_mu_) = 0;
-  std::unordered_map<uint64_t, std::shared_ptr<const Gather>> gathers_ GUARDED_BY(gather_mu_);
+  // Open handles of the gather file, the request each holds, and the caps
+  // per user and in total; owned here for the same reason.
+  GatherHandles gathers_;
 };
 
 }  // namespace fs_internal

@@ -61,17 +61,23 @@ class ForestTable {
   // null if NAME is not in the catalog.
   std::shared_ptr<ForestInode> Lookup(const std::string& name) EXCLUDES(mu_);
   std::shared_ptr<ForestInode> Find(fuse_ino_t ino) EXCLUDES(mu_);
-  // Find, for an inode that has open handles (so its generation is pinned).
-  std::shared_ptr<ForestInode> FindOpen(fuse_ino_t ino) EXCLUDES(mu_);
+  // Find, for an inode whose blocks user `uid` may gather (fs/gather.h): it
+  // has open handles (so its generation is pinned), and `uid` could read the
+  // file now, because it is still its name's current generation (anyone may
+  // open it) or because `uid` holds a handle of it open. A removed forest, or
+  // a generation that was replaced, is then no longer reachable by its inode
+  // number for users who never opened it.
+  std::shared_ptr<ForestInode> FindGatherable(fuse_ino_t ino, uint32_t uid) EXCLUDES(mu_);
   // The kernel forgot `n` lookups of `ino`.
   void Forget(fuse_ino_t ino, uint64_t n) EXCLUDES(mu_);
 
-  // Counts an open of `f` and pins its generation in the store if it is not
-  // pinned yet. On failure nothing is counted. Every successful Open needs
-  // one Release.
-  Status Open(const std::shared_ptr<ForestInode>& f, bool* first_open) EXCLUDES(mu_);
-  // The last handle of an open is closed (or its reply to the kernel failed).
-  void Release(fuse_ino_t ino) EXCLUDES(mu_);
+  // Counts an open of `f` by user `uid` and pins its generation in the store
+  // if it is not pinned yet. On failure nothing is counted. Every successful
+  // Open needs one Release with the same uid.
+  Status Open(const std::shared_ptr<ForestInode>& f, uint32_t uid, bool* first_open) EXCLUDES(mu_);
+  // The last handle of an open by `uid` is closed (or its reply to the kernel
+  // failed).
+  void Release(fuse_ino_t ino, uint32_t uid) EXCLUDES(mu_);
 
   // The catalog as directory entries: (file name, inode number). Forests not
   // looked up yet get placeholder numbers from 2^30 up.

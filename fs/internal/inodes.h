@@ -9,6 +9,7 @@
 #include <fuse_lowlevel.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -39,6 +40,9 @@ struct ForestInode {
   // Guarded by ForestTable's lock (not annotated: the lock lives there).
   uint64_t nlookup = 0;
   int64_t opens = 0;
+  // Open handles by the uid that opened them (ForestTable::FindGatherable),
+  // counted once an open has succeeded; a uid goes with its last handle.
+  std::map<uint32_t, int64_t> opens_by_uid;
   bool pinned = false;    // the store holds this mount's pin of the generation
   bool pin_busy = false;  // a Pin or Unpin of it is under way (without the lock)
 };
