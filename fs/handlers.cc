@@ -149,18 +149,31 @@ void PacsetFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     // one snapshot. Shared: a read replies from it while the kernel may
     // already let the reader close the file, and the release may drop the
     // handle before that reply's writev returns.
+    const uint32_t uid = fuse_req_ctx(req)->uid;
+    const bool capped = uid != 0 && uid != getuid();
+    int refused = 0;
+    if (capped) {
+      MutexLock lock(&stats_mu_);
+      auto held = stats_handles_of_.find(uid);
+      if (held != stats_handles_of_.end() && held->second >= kMaxStatsHandlesPerUser)
+        refused = EMFILE;
+      else if (capped_stats_handles_ >= kMaxStatsHandles)
+        refused = ENFILE;
+    }
+    if (refused) return (void)fuse_reply_err(req, refused);
     auto text = std::make_shared<const std::string>(StatsJson());
     {
       MutexLock lock(&stats_mu_);
       fi->fh = ++next_stats_fh_;
-      stats_texts_.emplace(fi->fh, std::move(text));
+      stats_handles_.emplace(fi->fh, StatsHandle{std::move(text), uid, capped});
+      if (capped) {
+        ++stats_handles_of_[uid];
+        ++capped_stats_handles_;
+      }
     }
     fi->direct_io = 1;  // size unknown in advance
-    if (fuse_reply_open(req, fi) != 0) {
-      // The open was interrupted: the kernel will never send its release.
-      MutexLock lock(&stats_mu_);
-      stats_texts_.erase(fi->fh);
-    }
+    // The open was interrupted: the kernel will never send its release.
+    if (fuse_reply_open(req, fi) != 0) CloseStats(fi->fh);
     return;
   }
   if (ino == kGatherIno) {
@@ -222,15 +235,23 @@ void PacsetFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 
 std::shared_ptr<const std::string> PacsetFs::StatsText(uint64_t fh) {
   MutexLock lock(&stats_mu_);
-  auto it = stats_texts_.find(fh);
-  return it == stats_texts_.end() ? nullptr : it->second;
+  auto it = stats_handles_.find(fh);
+  return it == stats_handles_.end() ? nullptr : it->second.text;
+}
+
+void PacsetFs::CloseStats(uint64_t fh) {
+  MutexLock lock(&stats_mu_);
+  auto it = stats_handles_.find(fh);
+  if (it == stats_handles_.end()) return;
+  if (it->second.capped) {
+    --capped_stats_handles_;
+    if (--stats_handles_of_[it->second.uid] == 0) stats_handles_of_.erase(it->second.uid);
+  }
+  stats_handles_.erase(it);
 }
 
 void PacsetFs::Release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  if (ino == kStatsIno) {
-    MutexLock lock(&stats_mu_);
-    stats_texts_.erase(fi->fh);
-  }
+  if (ino == kStatsIno) CloseStats(fi->fh);
   const bool trim = ino == kGatherIno && gathers_.Close(fi->fh);
   if (ino >= kFirstForestIno) table_->Release(ino, static_cast<uint32_t>(fi->fh));
   fuse_reply_err(req, 0);

@@ -599,6 +599,37 @@ void RaiseOpenFileLimit() {
   }
 }
 
+// Every open of the stats file holds a snapshot of its text in the daemon:
+// a user other than root and the mounting one holds at most 64 (EMFILE);
+// root is not capped; closing them frees the places.
+TEST(PacsetfsMount, StatsHandlesOfOneUserAreCapped) {
+  if (!CanMount()) GTEST_SKIP() << "needs root and /dev/fuse";
+  ServedMount m;
+  ASSERT_TRUE(m.ok());
+  Descriptors nobody_fds, root_fds;
+  auto open_stats = [&] {
+    std::vector<int> r;
+    for (int i = 0; i < 65; ++i) {
+      const int fd = ::open(m.stats_file().c_str(), O_RDONLY | O_CLOEXEC);
+      r.push_back(fd >= 0 ? fd : -errno);
+    }
+    return r;
+  };
+  const std::vector<int> nobody = nobody_fds.Keep(AsUser(kNobody, open_stats));
+  for (int i = 0; i < 64; ++i) ASSERT_GE(nobody[i], 0) << "open " << i;
+  EXPECT_EQ(nobody[64], -EMFILE);
+  const std::vector<int> root = root_fds.Keep(open_stats());
+  for (int fd : root) EXPECT_GE(fd, 0) << strerror(-fd);
+  // A snapshot still reads whole.
+  char buf[65536];
+  const ssize_t n = ::pread(nobody[0], buf, sizeof buf, 0);
+  EXPECT_GT(n, 0);
+  EXPECT_EQ(buf[0], '{');
+  nobody_fds.CloseAll();
+  const std::vector<int> again = nobody_fds.Keep(AsUser(kNobody, open_stats));
+  EXPECT_GE(again[0], 0) << strerror(-again[0]);
+}
+
 // Small caps, to see each refusal: a user's handles (EMFILE) and those of all
 // users but root and the mounting user (ENFILE), whose own budget is apart;
 // request bytes per user and in total (ENOMEM, the handle keeps its request,

@@ -83,6 +83,8 @@ class PacsetFs {
   // The stats text an open of the stats file saw, by its file handle; null
   // for a handle that is not open.
   std::shared_ptr<const std::string> StatsText(uint64_t fh) EXCLUDES(stats_mu_);
+  // Forgets stats handle fh and its user's count.
+  void CloseStats(uint64_t fh) EXCLUDES(stats_mu_);
   // The gather file (fs/gather.h): a write sets the handle's request, a read
   // returns its blocks.
   void GatherWrite(fuse_req_t req, const char* buf, size_t size, uint64_t fh);
@@ -108,10 +110,22 @@ class PacsetFs {
   // Open handles of the stats file: the text generated at open, shared with
   // replies in flight. Owned here, not by the handle, because the kernel
   // need not send every release before an unmount ends the session.
+  // The stats file: one snapshot per open handle, so that its reads agree.
+  // A user other than root and the mounting one holds at most
+  // kMaxStatsHandlesPerUser of them (EMFILE), all such users together
+  // kMaxStatsHandles (ENFILE): every handle holds a few KB of text.
+  static constexpr uint32_t kMaxStatsHandlesPerUser = 64;
+  static constexpr uint32_t kMaxStatsHandles = 1024;
+  struct StatsHandle {
+    std::shared_ptr<const std::string> text;
+    uint32_t uid;
+    bool capped;  // counted against the caps (not root, not the mounting user)
+  };
   Mutex stats_mu_;
   uint64_t next_stats_fh_ GUARDED_BY(stats_mu_) = 0;
-  std::unordered_map<uint64_t, std::shared_ptr<const std::string>> stats_texts_
-      GUARDED_BY(stats_mu_);
+  std::unordered_map<uint64_t, StatsHandle> stats_handles_ GUARDED_BY(stats_mu_);
+  std::unordered_map<uint32_t, uint32_t> stats_handles_of_ GUARDED_BY(stats_mu_);  // capped uids
+  uint32_t capped_stats_handles_ GUARDED_BY(stats_mu_) = 0;
 
   // Open handles of the gather file, the request each holds, and the caps
   // per user and in total; owned here for the same reason.
