@@ -30,7 +30,7 @@ usage: PYTHONPATH=build/python bench/warm_bench.py [--rounds 7] [--workdir DIR]
          [--pacset build/tools/pacset] [--models xgb1030,rf682,xgb256,lgbm]
          [--lgbm-model FILE] [--lgbm-lib lib_lightgbm.so]
 Absolute times depend on the machine; the ratios are the result. The warm
-loop uses the widest SIMD kernel the CPU has (layout/internal/warm_simd.h);
+loop uses the widest SIMD kernel the CPU has (engine/internal/warm_simd.h);
 PACSET_ISA=scalar|avx2|avx512 caps it, to compare.
 """
 

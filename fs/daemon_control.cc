@@ -1,4 +1,4 @@
-// What the daemon does for each control command (protocol: fs/control.h).
+// What the daemon does for each control command (protocol: protocol/control.h).
 #include "fs/internal/filesystem.h"
 #include "fs/internal/log.h"
 

@@ -99,7 +99,7 @@ void PacsetFs::FillAttr(fuse_ino_t ino, const ForestInode* f, struct stat* st) c
   } else if (ino == kControlIno) {
     st->st_mode = S_IFREG | 0200;
   } else if (ino == kGatherIno) {
-    st->st_mode = S_IFREG | 0666;  // gives only what the forest files give (fs/gather.h)
+    st->st_mode = S_IFREG | 0666;  // gives only what the forest files give (protocol/gather.h)
   } else if (f) {
     st->st_mode = S_IFREG | 0444;
     st->st_size = static_cast<off_t>(f->info.size_bytes);

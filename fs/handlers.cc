@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "fs/errno.h"
-#include "fs/gather.h"
 #include "fs/internal/filesystem.h"
 #include "fs/internal/log.h"
+#include "protocol/gather.h"
 #include "trace/trace_format.h"
 
 namespace pacset {

@@ -18,11 +18,11 @@
 #include <string>
 #include <vector>
 
-#include "fs/control.h"
 #include "fs/internal/filesystem.h"
 #include "fs/internal/log.h"
 #include "fs/internal/serve.h"
 #include "fs/pacsetfs.h"
+#include "protocol/control.h"
 #include "store/block_store.h"
 #include "trace/trace_writer.h"
 #include "util/subprocess.h"

@@ -8,7 +8,7 @@
 namespace pacset {
 namespace {
 
-// Ceilings of the gather file's caps (fs/gather.h, "Limits"): far above any
+// Ceilings of the gather file's caps (protocol/gather.h, "Limits"): far above any
 // engine's use, and what an operator's typo cannot exceed.
 constexpr uint64_t kMaxGatherHandles = uint64_t{1} << 24;
 constexpr uint64_t kMaxGatherMemory = uint64_t{1} << 36;

@@ -4,10 +4,10 @@
 //                                 byte-identical to `pacset export NAME`
 //   MOUNTPOINT/.pacsetfs/stats    live counters (JSON)
 //   MOUNTPOINT/.pacsetfs/control  write "drop NAME" / "drop *" to make forests cold
-//                                 (protocol: fs/control.h; only the mounting
+//                                 (protocol: protocol/control.h; only the mounting
 //                                 user and root may use it)
 //   MOUNTPOINT/.pacsetfs/gather   many blocks of a forest in one round trip
-//                                 (fs/gather.h; within caps per user)
+//                                 (protocol/gather.h; within caps per user)
 //
 // Reads map to the blocks that cover them; each block is fetched from the
 // store once per cold access (an in-daemon cache with a memory bound and
@@ -51,7 +51,7 @@ struct MountOptions {
   bool prefetch_bins = false;      // at open, fetch metadata and bin blocks ahead
   uint32_t max_readahead = 0;      // kernel readahead in bytes (0: exact page faults)
   int max_threads = 64;  // FUSE workers: above the engine's 32 blocks in flight (fs/DESIGN.md)
-  // What the gather file's open handles may hold (fs/gather.h, "Limits"):
+  // What the gather file's open handles may hold (protocol/gather.h, "Limits"):
   // each user's handles and request bytes, and those of every user but root
   // and the mounting user together; those two share a budget of the totals
   // of their own. Over a cap an open fails with EMFILE (the user's) or

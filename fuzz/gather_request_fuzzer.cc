@@ -1,11 +1,11 @@
 // libFuzzer target: the requests written to MOUNTPOINT/.pacsetfs/gather
-// (fs/gather.h), which any local user may send to an allow_other mount. A
+// (protocol/gather.h), which any local user may send to an allow_other mount. A
 // request that parses encodes back to exactly the bytes it came from.
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
-#include "fs/gather.h"
+#include "protocol/gather.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const char* bytes = reinterpret_cast<const char*>(data);

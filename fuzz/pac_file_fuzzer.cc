@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "layout/engine.h"
+#include "engine/engine.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto file = pacset::PacFile::FromBuffer(std::string(reinterpret_cast<const char*>(data), size),

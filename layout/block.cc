@@ -32,7 +32,7 @@ Status VerifyBlock(const char* block, uint32_t block_size, uint64_t expected_ind
   std::memcpy(&index, block + block_size - 16, 8);
   std::memcpy(&sum, block + block_size - 8, 8);
   // Read the bytes before building any message: callers may be inside a
-  // SIGBUS recovery region (layout/internal/sigbus.h).
+  // SIGBUS recovery region (engine/internal/sigbus.h).
   const bool sum_ok = Checksum64(block, block_size - 8, seed) == sum;
   if (sum_ok && index == expected_index) return Status::Ok();
   const std::string where = what + " block " + std::to_string(expected_index);

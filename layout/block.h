@@ -47,7 +47,7 @@ void SealBlock(char* block, uint32_t block_size, uint64_t block_index, uint64_t 
 
 // True when the trailer matches (checksum under `seed`, and index). Allocates
 // nothing and builds no message, so it may run where a SIGBUS can jump out
-// (layout/internal/sigbus.h).
+// (engine/internal/sigbus.h).
 bool BlockTrailerMatches(const char* block, uint32_t block_size, uint64_t expected_index,
                          uint64_t seed);
 

@@ -5,8 +5,8 @@
 // metadata blocks, and every tree table entry. It reads the metadata blocks
 // with pread into memory it owns, so an unreadable block (EIO on a pacsetfs
 // mount) is a Status here, never a SIGBUS. Node blocks are not read at open;
-// readers fetch and verify them (layout/block_source.h) and check each
-// reference before following it (layout/engine.h).
+// readers fetch and verify them (engine/block_source.h) and check each
+// reference before following it (engine/engine.h).
 #pragma once
 
 #include <cstdint>
@@ -32,7 +32,7 @@ class PacFile {
   static StatusOr<std::unique_ptr<PacFile>> FromBuffer(std::string bytes, const std::string& name);
   // Only the metadata: `meta` holds at least the file's metadata blocks
   // [0, node_first_block) of a file of `file_size` bytes whose other blocks
-  // live elsewhere (a block store; layout/block_source.h brings them).
+  // live elsewhere (a block store; engine/block_source.h brings them).
   // data() is null and ReadBlock fails with kNotSupported (VerifyBlocks
   // has nothing to read).
   static StatusOr<std::unique_ptr<PacFile>> FromMetadata(std::string meta, uint64_t file_size,
@@ -47,7 +47,7 @@ class PacFile {
   const PacHeader& header() const { return header_; }
   // The whole file: the mapping, or the buffer of FromBuffer (null for
   // FromMetadata). Reading a mapped block that cannot be read raises SIGBUS
-  // (layout/internal/sigbus.h).
+  // (engine/internal/sigbus.h).
   const char* data() const { return data_; }
   uint64_t size() const { return size_; }
   // The open file behind the mapping; -1 for FromBuffer.

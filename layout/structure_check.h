@@ -7,7 +7,7 @@
 // row reads a few blocks, not the file), from a copy of each node, so a file
 // that fails here gives an error there too, on the paths it takes, never a
 // wrong access. Two rules need the whole file and are checked only here and
-// when the warm forest is built (layout/internal/warm_forest.h): no node is
+// when the warm forest is built (engine/internal/warm_forest.h): no node is
 // reached twice, and the header's node and leaf-record counts are exact.
 #pragma once
 

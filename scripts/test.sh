@@ -13,6 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 bash scripts/check-format.sh
+bash scripts/check-layers.sh
 bash scripts/build.sh
 (cd build && ctest --output-on-failure -j2 --timeout 1200)
 if [ "${PACSET_SKIP_SANITIZERS:-0}" != 1 ]; then
@@ -34,7 +35,7 @@ if [ "${PACSET_SKIP_SANITIZERS:-0}" != 1 ]; then
   echo "== thread-safety analysis (clang -Wthread-safety): store, fs and trace libraries"
   CC=clang-14 CXX=clang++-14 cmake -S . -B build-tsa -G Ninja -DCMAKE_BUILD_TYPE=Debug \
     -DPACSET_BUILD_TESTS=OFF -DPACSET_BUILD_BENCHMARKS=OFF -DPACSET_BUILD_PYTHON=OFF >/dev/null
-  cmake --build build-tsa -j"$(nproc)" --target pacset_store pacset_fs pacset_fs_control pacset_trace
+  cmake --build build-tsa -j"$(nproc)" --target pacset_store pacset_fs pacset_protocol pacset_trace
 
   echo "== ThreadSanitizer build: store, cache and fs unit tests, trace tests, filesystem tests"
   cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \

@@ -13,8 +13,6 @@
 
 namespace pacset {
 
-using store_internal::ContextFor;
-
 Status BlockStore::Get(const ForestInfo& forest, uint64_t block, std::string* out) {
   std::vector<std::string> blocks;
   PACSET_RETURN_IF_ERROR(MultiGet(forest, {block}, &blocks));
@@ -25,7 +23,7 @@ Status BlockStore::Get(const ForestInfo& forest, uint64_t block, std::string* ou
 Status BlockStore::MultiGet(const ForestInfo& forest, const std::vector<uint64_t>& blocks,
                             std::vector<std::string>* out) {
   out->clear();
-  const std::string context = ContextFor(forest.name, forest.generation);
+  const std::string context = ForestContext(forest.name, forest.generation);
   if (!IsValidBlockSize(forest.block_size))
     return Status::InvalidArgument(context + ": invalid block size " +
                                    std::to_string(forest.block_size));
@@ -75,6 +73,10 @@ void BlockStore::GetMany(const ForestInfo& forest, const std::vector<uint64_t>& 
   out->assign(blocks.size(), std::string());
   status->clear();
   for (size_t i = 0; i < blocks.size(); ++i) status->push_back(Get(forest, blocks[i], &(*out)[i]));
+}
+
+std::string ForestContext(const std::string& name, uint64_t generation) {
+  return "forest '" + name + "' generation " + std::to_string(generation);
 }
 
 Status ValidateForestName(const std::string& name) {

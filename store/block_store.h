@@ -93,6 +93,9 @@ struct ForestInfo {
   std::string source_library;  // "xgboost 1.7.4", "scikit-learn 1.2.1", ""
 };
 
+// How errors name a generation: "forest 'x' generation 3".
+std::string ForestContext(const std::string& name, uint64_t generation);
+
 // Forest names: 1..200 bytes of [A-Za-z0-9._-], not starting with '.', not
 // "." or "..": clear kInvalidArgument otherwise.
 Status ValidateForestName(const std::string& name);

@@ -98,7 +98,7 @@ class DirStore final : public BlockStore {
   Status Refresh() override;
   // A batch's blocks are read at once through an io_uring (ReadBlocks);
   // where the kernel refuses it, with a pread each: then 32 calls at once,
-  // like the engine's pread pool (layout/pac_file_source.cc).
+  // like the engine's pread pool (engine/pac_file_source.cc).
   uint32_t read_parallelism() const override { return UringAvailable() ? 1 : 32; }
 
   Status PublishWriter(DirWriter* w, ForestInfo info);
@@ -150,7 +150,7 @@ class DirStore final : public BlockStore {
 };
 
 Status DirWriter::Put(uint64_t index, const char* block) {
-  const std::string context = ContextFor(name_, gen_);
+  const std::string context = ForestContext(name_, gen_);
   if (published_) return Status::InvalidArgument(context + ": already published");
   if (index >= block_count_)
     return Status::InvalidArgument(context + ": block " + std::to_string(index) +
@@ -250,7 +250,7 @@ StatusOr<std::unique_ptr<GenerationWriter>> DirStore::BeginGeneration(const std:
 }
 
 Status DirStore::PublishWriter(DirWriter* w, ForestInfo info) {
-  const std::string context = ContextFor(w->name_, w->gen_);
+  const std::string context = ForestContext(w->name_, w->gen_);
   if (w->published_) return Status::InvalidArgument(context + ": already published");
   if (w->n_written_ != w->block_count_)
     return Status::InvalidArgument(context + ": only " + std::to_string(w->n_written_) + " of " +
@@ -322,7 +322,7 @@ Status DirStore::Pin(const std::string& name, uint64_t gen) {
   PACSET_RETURN_IF_ERROR(pins_.Pin(name, gen, &created));
   if (!PathExists(GenFile(name, gen))) {
     if (created) (void)pins_.Unpin(name, gen);
-    return Status::NotFound(ContextFor(name, gen) + " is no longer in store dir:" + root_);
+    return Status::NotFound(ForestContext(name, gen) + " is no longer in store dir:" + root_);
   }
   return Status::Ok();
 }

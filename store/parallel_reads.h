@@ -10,7 +10,7 @@
 // the pool grows on demand up to parallelism - 1 threads and keeps them).
 // Redis (read_parallelism 1: a MultiGet is one pipelined round trip) goes
 // straight through. Used by the engine's store source
-// (store/internal/store_block_source.cc) and the daemon's block reader
+// (engine/store_block_source.cc) and the daemon's block reader
 // (fs/block_reader.cc).
 //
 // Thread-safety: every method may be called from many threads at once.

@@ -9,7 +9,7 @@
 #include "layout/block.h"
 #include "store/internal/codec.h"
 #include "store/internal/file_util.h"
-#include "store/store_forest.h"
+#include "store/stored_metadata.h"
 #include "util/atomic_file.h"
 #include "util/file_io.h"
 
@@ -119,7 +119,7 @@ class StoredBlockReader final : public StructureBlockReader {
 }  // namespace
 
 StatusOr<StructureSummary> CheckStoredStructure(BlockStore& store, const ForestInfo& forest) {
-  const std::string what = store_internal::ContextFor(forest.name, forest.generation);
+  const std::string what = ForestContext(forest.name, forest.generation);
   if (!IsValidBlockSize(forest.block_size) || forest.block_count == 0 ||
       forest.size_bytes != forest.block_count * forest.block_size)
     return Status::Corruption(what + ": catalog entry has " + std::to_string(forest.block_count) +

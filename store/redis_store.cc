@@ -307,7 +307,7 @@ RedisWriter::~RedisWriter() {
 }
 
 Status RedisWriter::Put(uint64_t index, const char* block) {
-  const std::string context = ContextFor(name_, gen_);
+  const std::string context = ForestContext(name_, gen_);
   if (published_) return Status::InvalidArgument(context + ": already published");
   if (index >= block_count_)
     return Status::InvalidArgument(context + ": block " + std::to_string(index) +
@@ -337,12 +337,12 @@ Status RedisWriter::Drain() {
   batch_blocks_.clear();
   batch_bytes_ = 0;
   for (const auto& r : replies)
-    if (!r.ok()) return r.status().WithContext(ContextFor(name_, gen_));
+    if (!r.ok()) return r.status().WithContext(ForestContext(name_, gen_));
   return Status::Ok();
 }
 
 Status RedisWriter::Publish(ForestInfo info) {
-  const std::string context = ContextFor(name_, gen_);
+  const std::string context = ForestContext(name_, gen_);
   if (published_) return Status::InvalidArgument(context + ": already published");
   if (!batch_keys_.empty()) PACSET_RETURN_IF_ERROR(Drain());
   if (n_written_ != block_count_)
@@ -441,7 +441,7 @@ StatusOr<std::unique_ptr<GenerationWriter>> RedisStore::BeginGeneration(const st
 
 Status RedisStore::PublishWriter(const std::string& name, uint64_t gen, uint32_t block_size,
                                  uint64_t block_count, ForestInfo info) {
-  const std::string context = ContextFor(name, gen);
+  const std::string context = ForestContext(name, gen);
   info.name = name;
   info.generation = gen;
   info.block_size = block_size;
@@ -536,7 +536,7 @@ Status RedisStore::Pin(const std::string& name, uint64_t gen) {
     PACSET_ASSIGN_OR_RETURN(Reply r, c.Command({"EVAL", kPinScript, "3", keys_.generations,
                                                 keys_.pins, lease, field, member, ttl}));
     if (r->type == REDIS_REPLY_INTEGER && r->integer == 0)
-      return Status::NotFound(ContextFor(name, gen) + " is no longer in store " + where());
+      return Status::NotFound(ForestContext(name, gen) + " is no longer in store " + where());
     return Status::Ok();
   });
   if (!s.ok()) {
@@ -552,7 +552,7 @@ Status RedisStore::Unpin(const std::string& name, uint64_t gen) {
   std::lock_guard<std::mutex> lock(pin_mu_);
   auto it = pins_.find({name, gen});
   if (it == pins_.end())
-    return Status::InvalidArgument(ContextFor(name, gen) + " is not pinned by this store");
+    return Status::InvalidArgument(ForestContext(name, gen) + " is not pinned by this store");
   if (--it->second > 0) return Status::Ok();
   pins_.erase(it);
   const std::string member = PinMember(name, gen);

@@ -205,7 +205,7 @@ class RocksDbStore final : public BlockStore {
   // 15 runs each, medians: 23 ms and 27 ms of daemon CPU at 8 parts, against
   // 25 ms and 34 ms for 32 parts of preads; 2 and 4 parts: 25-26 ms). Without
   // io_uring RocksDB reads one block after another: 32 parts, like the
-  // engine's pread pool (layout/pac_file_source.cc).
+  // engine's pread pool (engine/pac_file_source.cc).
   uint32_t read_parallelism() const override { return env_ != nullptr ? 8 : 32; }
 
   Status PublishWriter(RocksDbWriter* w, ForestInfo info);
@@ -263,7 +263,7 @@ class RocksDbStore final : public BlockStore {
 RocksDbWriter::~RocksDbWriter() { store_->WriterGone(name_, gen_); }
 
 Status RocksDbWriter::Put(uint64_t index, const char* block) {
-  const std::string context = ContextFor(name_, gen_);
+  const std::string context = ForestContext(name_, gen_);
   if (published_) return Status::InvalidArgument(context + ": already published");
   if (index >= block_count_)
     return Status::InvalidArgument(context + ": block " + std::to_string(index) +
@@ -285,7 +285,7 @@ Status RocksDbWriter::WriteBatchOut() {
   wo.disableWAL = true;  // made durable by the flush in Publish
   rocksdb::Status s = store_->db()->Write(wo, &batch_);
   batch_.Clear();
-  return FromRocks(s, store_->where() + ": write blocks of " + ContextFor(name_, gen_));
+  return FromRocks(s, store_->where() + ": write blocks of " + ForestContext(name_, gen_));
 }
 
 Status RocksDbWriter::Publish(ForestInfo info) {
@@ -542,7 +542,7 @@ StatusOr<std::unique_ptr<GenerationWriter>> RocksDbStore::BeginGeneration(const 
 }
 
 Status RocksDbStore::PublishWriter(RocksDbWriter* w, ForestInfo info) {
-  const std::string context = ContextFor(w->name_, w->gen_);
+  const std::string context = ForestContext(w->name_, w->gen_);
   if (w->published_) return Status::InvalidArgument(context + ": already published");
   if (w->n_written_ != w->block_count_)
     return Status::InvalidArgument(context + ": only " + std::to_string(w->n_written_) + " of " +
@@ -622,9 +622,10 @@ Status RocksDbStore::Pin(const std::string& name, uint64_t gen) {
   Status s = options_.read_only ? Refresh() : Status::Ok();
   if (s.ok()) {
     std::string ignored;
-    s = FromRocks(db_->Get(read_options_, GenKey('G', name, gen), &ignored), ContextFor(name, gen));
+    s = FromRocks(db_->Get(read_options_, GenKey('G', name, gen), &ignored),
+                  ForestContext(name, gen));
     if (s.IsNotFound())
-      s = Status::NotFound(ContextFor(name, gen) + " is no longer in store " + where_);
+      s = Status::NotFound(ForestContext(name, gen) + " is no longer in store " + where_);
   }
   if (!s.ok() && created) (void)pins_.Unpin(name, gen);
   return s;
@@ -679,7 +680,7 @@ StatusOr<uint64_t> RocksDbStore::CollectGarbage() {
       rocksdb::Slice b(begin), e(end);
       PACSET_RETURN_IF_ERROR(FromRocks(
           rocksdb::DeleteFilesInRange(db_.get(), db_->DefaultColumnFamily(), &b, &e, false),
-          "collect " + ContextFor(name, gen)));
+          "collect " + ForestContext(name, gen)));
     }
     rocksdb::WriteOptions wo;
     wo.sync = true;

@@ -1,4 +1,4 @@
-// The in-flight traversal (layout/engine.h): bit-identical to the warm walk
+// The in-flight traversal (engine/engine.h): bit-identical to the warm walk
 // and the in-memory predictor however blocks arrive, several blocks really
 // in flight, and clear errors (naming the block) when a block fails, is
 // corrupt or disappears — with nothing left hanging.
@@ -21,7 +21,7 @@
 #include <random>
 #include <thread>
 
-#include "layout/engine.h"
+#include "engine/engine.h"
 #include "layout/pack.h"
 #include "model/predict.h"
 #include "testkit/random_forest.h"

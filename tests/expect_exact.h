@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "layout/engine.h"
+#include "engine/engine.h"
 #include "model/predict.h"
 
 namespace pacset::testing {

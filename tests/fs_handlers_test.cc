@@ -19,8 +19,8 @@
 #include <thread>
 #include <vector>
 
-#include "fs/gather.h"
 #include "fs/internal/filesystem.h"
+#include "protocol/gather.h"
 #include "store/fault_injection_store.h"
 #include "testkit/store_test_util.h"
 
@@ -312,7 +312,7 @@ TEST(FsHandlers, AStatsHandleIsReadUntilItsReleaseAndFreedWithTheFilesystem) {
   // fh2 is never released: the Fixture ends the session with it open.
 }
 
-// The gather file (fs/gather.h): a write names blocks of an open forest, a
+// The gather file (protocol/gather.h): a write names blocks of an open forest, a
 // read returns them in request order, byte-identical to the store's blocks.
 TEST(FsHandlers, TheGatherFileReturnsTheBlocksOfARequestInItsOrder) {
   Fixture t;

@@ -28,13 +28,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include "fs/control.h"
-#include "fs/gather.h"
+#include "engine/engine.h"
 #include "fs/internal/gather_handles.h"
 #include "fs/internal/serve.h"
-#include "layout/engine.h"
 #include "layout/pack.h"
 #include "model/predict.h"
+#include "protocol/control.h"
+#include "protocol/gather.h"
 #include "store/fault_injection_store.h"
 #include "store/publish.h"
 #include "testkit/random_forest.h"

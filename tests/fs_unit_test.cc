@@ -15,7 +15,6 @@
 #include <nlohmann/json.hpp>
 
 #include "fs/block_cache.h"
-#include "fs/control.h"
 #include "fs/errno.h"
 #include "fs/internal/block_reader.h"
 #include "fs/internal/forest_table.h"
@@ -24,6 +23,7 @@
 #include "fs/internal/tracing.h"
 #include "fs/pacsetfs.h"
 #include "fs/stats.h"
+#include "protocol/control.h"
 #include "store/fault_injection_store.h"
 #include "testkit/store_test_util.h"
 
@@ -432,7 +432,7 @@ TEST(ForestTable, ConcurrentOpensOfOneGenerationPinItOnce) {
   EXPECT_EQ(t.store->pins_held(), 0);
 }
 
-// A forest's blocks may be gathered (fs/gather.h) as its file may be read:
+// A forest's blocks may be gathered (protocol/gather.h) as its file may be read:
 // by anyone while it is its name's current generation and open (pinned);
 // once replaced or removed, only by the users who hold it open.
 TEST(ForestTable, AGenerationIsGatherableByAnyoneWhileCurrentThenOnlyByItsHolders) {

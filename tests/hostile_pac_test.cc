@@ -14,7 +14,7 @@
 #include <random>
 #include <thread>
 
-#include "layout/engine.h"
+#include "engine/engine.h"
 #include "layout/pack.h"
 #include "layout/structure_check.h"
 #include "model/predict.h"

@@ -8,8 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "layout/block_count.h"
-#include "layout/engine.h"
+#include "engine/blocks_per_row.h"
+#include "engine/engine.h"
 #include "layout/pack.h"
 #include "model/predict.h"
 #include "testkit/random_forest.h"

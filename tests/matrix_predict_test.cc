@@ -1,4 +1,4 @@
-#include "layout/matrix_predict.h"
+#include "engine/matrix_predict.h"
 
 #include <gtest/gtest.h>
 
@@ -72,7 +72,7 @@ TEST(MatrixPredict, AnyDtypeOrderAndStrideMatchesTheEngine) {
 }
 
 // The default source of a file's blocks, but never a warm image: every
-// request walks in flight (layout/inflight_walk.cc).
+// request walks in flight (engine/inflight_walk.cc).
 class NoWarmImage final : public BlockSource {
  public:
   explicit NoWarmImage(std::unique_ptr<BlockSource> inner) : inner_(std::move(inner)) {}

@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "layout/engine.h"
+#include "engine/engine.h"
 #include "layout/pac_file.h"
 #include "model/forest.h"
 #include "model/import.h"

@@ -7,7 +7,7 @@
 #include <fstream>
 #include <random>
 
-#include "layout/engine.h"
+#include "engine/engine.h"
 #include "layout/pack.h"
 #include "testkit/random_forest.h"
 

@@ -10,11 +10,11 @@
 #include <cstring>
 #include <thread>
 
+#include "engine/store_forest.h"
 #include "layout/pack.h"
 #include "model/predict.h"
 #include "store/fault_injection_store.h"
 #include "store/publish.h"
-#include "store/store_forest.h"
 #include "testkit/pac_edit.h"
 #include "testkit/random_forest.h"
 #include "testkit/store_test_util.h"

@@ -13,7 +13,7 @@
 #include <thread>
 
 #include <xxhash.h>
-#include "layout/engine.h"
+#include "engine/engine.h"
 #include "layout/pack.h"
 #include "model/predict.h"
 #include "testkit/random_forest.h"

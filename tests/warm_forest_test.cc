@@ -1,10 +1,10 @@
-// The warm forest (layout/internal/warm_forest.h): the compact private copy
+// The warm forest (engine/internal/warm_forest.h): the compact private copy
 // of the nodes that warm requests walk. It must give the in-memory
 // predictor's bits and the checked mapping walk's bits on adversarial rows
 // (thresholds and their neighbours, NaN, +-0, +-inf, LightGBM's zero rule),
 // for every flavor, layout and node width, rows with NaN (the flag-aware
 // step) and rows without (the compare-only step), with the scalar lanes and
-// with each SIMD kernel this CPU can run (layout/internal/warm_simd.h: they
+// with each SIMD kernel this CPU can run (engine/internal/warm_simd.h: they
 // must walk every row without NaN of a file they apply to, and none of a
 // file they do not apply to); it must not be built for a small first
 // request, and a file that is not a forest of trees is kCorruption naming
@@ -15,7 +15,7 @@
 #include <cstring>
 #include <random>
 
-#include "layout/engine.h"
+#include "engine/engine.h"
 #include "layout/pack.h"
 #include "model/predict.h"
 #include "testkit/random_forest.h"
@@ -99,7 +99,7 @@ RowMatrix AsFloat32Values(RowMatrix rows) {
 constexpr WarmIsa kEveryIsa[] = {WarmIsa::kScalar, WarmIsa::kAvx2, WarmIsa::kAvx512};
 
 // Whether warm requests of rows without NaN go through the SIMD kernels
-// (layout/internal/warm_simd.h): no node with LightGBM's zero-as-missing
+// (engine/internal/warm_simd.h): no node with LightGBM's zero-as-missing
 // rule and an instruction set with a kernel; compact or wide nodes (these
 // through their float32 rounding, WarmForest::nodes32). Float64 input only
 // for blocks whose every value float32 holds.

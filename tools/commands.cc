@@ -16,9 +16,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/blocks_per_row.h"
+#include "engine/engine.h"
 #include "layout/block.h"
-#include "layout/block_count.h"
-#include "layout/engine.h"
 #include "layout/pack.h"
 #include "layout/structure_check.h"
 #include "model/json_reader.h"

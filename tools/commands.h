@@ -21,13 +21,13 @@ struct PredictOptions {
   int threads = 1;
   int repeat = 1;       // predict the batch this many times (benchmarking)
   bool timing = false;  // print the prediction time (CSV and model loading excluded) to stderr
-  // .pac files (layout/engine.h EngineOptions): verify each block once
+  // .pac files (engine/engine.h EngineOptions): verify each block once
   // (false: --no-verify), and the most blocks read at once when cold
   // (0: the default, 32 for files; for a store see StoreForestOptions).
   bool verify_blocks = true;
   uint32_t max_in_flight = 0;
   std::string block_io = "auto";  // auto, io_uring, threads (.pac files)
-  // Straight from a store (store/store_forest.h): `model` is then the
+  // Straight from a store (engine/store_forest.h): `model` is then the
   // forest's name in the store at this URI; with input "-" rows are
   // answered one line at a time as they arrive (tools/predict_store.cc).
   std::string store;

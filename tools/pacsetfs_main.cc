@@ -14,8 +14,8 @@
 #include <fstream>
 #include <iostream>
 
-#include "fs/control.h"
 #include "fs/pacsetfs.h"
+#include "protocol/control.h"
 #include "store/block_store.h"
 
 namespace {

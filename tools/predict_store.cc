@@ -1,5 +1,5 @@
 // pacset predict --store URI NAME: predictions straight from a block store,
-// without a mount (store/store_forest.h).
+// without a mount (engine/store_forest.h).
 //
 // A file of rows is one request (all rows' walks in flight together). With
 // --input - the rows are answered as they come: one CSV line in, one line
@@ -19,7 +19,7 @@
 #include <string_view>
 #include <vector>
 
-#include "store/store_forest.h"
+#include "engine/store_forest.h"
 #include "tools/commands.h"
 #include "util/csv.h"
 #include "util/size.h"

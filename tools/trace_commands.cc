@@ -16,13 +16,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include "fs/control.h"
+#include "engine/blocks_per_row.h"
+#include "engine/engine.h"
 #include "layout/block.h"
-#include "layout/block_count.h"
-#include "layout/engine.h"
 #include "layout/pack.h"
 #include "model/import.h"
 #include "model/predict.h"
+#include "protocol/control.h"
 #include "tools/helper_programs.h"
 #include "trace/analysis/trace_compare.h"
 #include "trace/analysis/trace_html.h"

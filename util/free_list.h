@@ -1,6 +1,6 @@
 // Objects kept for reuse: the one home for "take a kept one or make one, give
 // it back up to a bound". The engine keeps io_uring rings, gather channels and
-// job buffers this way (layout/pac_file_source.cc): each costs system calls or
+// job buffers this way (engine/pac_file_source.cc): each costs system calls or
 // page faults to make, and a request needs one only while it reads.
 #pragma once
 

@@ -1,4 +1,4 @@
-// The input of every predictor: the engine (layout/engine.h), the in-memory
+// The input of every predictor: the engine (engine/engine.h), the in-memory
 // forest (model/predict.h), layout scoring (layout/pack.h). It is made by the
 // CSV reader (util/csv.h), the Python module and tests, so it sits below them
 // all, on its own: rows are not a CSV idea.

@@ -5,8 +5,8 @@
 //   fs/block_reader.cc   blocks from the cache or the store (retries, deadline)
 //   fs/notifier.cc       the thread that notifies the kernel (push, prefetch, drop)
 //   fs/daemon_control.cc what the daemon does for each control command
-//   fs/control.cc        the control-file protocol (parser and client)
-//   fs/gather.cc         the gather file's protocol and client (fs/gather.h)
+//   protocol/control.cc        the control-file protocol (parser and client)
+//   protocol/gather.cc         the gather file's protocol and client (protocol/gather.h)
 //   fs/gather_handles.cc the gather file's open handles and their caps
 //   fs/mount_options.cc  -o parsing;  fs/mount.cc  mount lifecycle
 // Design notes, lock order and threads: fs/DESIGN.md.
@@ -21,7 +21,6 @@
 #include <unordered_map>
 
 #include "fs/block_cache.h"
-#include "fs/control.h"
 #include "fs/internal/block_reader.h"
 #include "fs/internal/forest_table.h"
 #include "fs/internal/gather_handles.h"
@@ -31,6 +30,7 @@
 #include "fs/internal/tracing.h"
 #include "fs/pacsetfs.h"
 #include "fs/stats.h"
+#include "protocol/control.h"
 #include "store/block_store.h"
 #include "trace/trace_writer.h"
 #include "util/mutex.h"
@@ -85,7 +85,7 @@ class PacsetFs {
   std::shared_ptr<const std::string> StatsText(uint64_t fh) EXCLUDES(stats_mu_);
   // Forgets stats handle fh and its user's count.
   void CloseStats(uint64_t fh) EXCLUDES(stats_mu_);
-  // The gather file (fs/gather.h): a write sets the handle's request, a read
+  // The gather file (protocol/gather.h): a write sets the handle's request, a read
   // returns its blocks.
   void GatherWrite(fuse_req_t req, const char* buf, size_t size, uint64_t fh);
   void GatherRead(fuse_req_t req, size_t size, off_t off, uint64_t fh);

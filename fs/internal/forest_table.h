@@ -61,7 +61,7 @@ class ForestTable {
   // null if NAME is not in the catalog.
   std::shared_ptr<ForestInode> Lookup(const std::string& name) EXCLUDES(mu_);
   std::shared_ptr<ForestInode> Find(fuse_ino_t ino) EXCLUDES(mu_);
-  // Find, for an inode whose blocks user `uid` may gather (fs/gather.h): it
+  // Find, for an inode whose blocks user `uid` may gather (protocol/gather.h): it
   // has open handles (so its generation is pinned), and `uid` could read the
   // file now, because it is still its name's current generation (anyone may
   // open it) or because `uid` holds a handle of it open. A removed forest, or

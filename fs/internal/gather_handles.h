@@ -1,4 +1,4 @@
-// The gather file's open handles (fs/gather.h): the request each one holds,
+// The gather file's open handles (protocol/gather.h): the request each one holds,
 // and the caps on what the handles of each user may hold.
 //
 // With allow_other every local user may open the gather file, and every open

@@ -1,7 +1,7 @@
 // The inodes of a pacsetfs mount and what a forest inode carries.
 //
 //   1 root, 2 .pacsetfs/, 3 .pacsetfs/stats, 4 .pacsetfs/control, 5
-//   .pacsetfs/gather (fs/gather.h), and one
+//   .pacsetfs/gather (protocol/gather.h), and one
 //   inode per (forest, generation) from 16 up.
 #pragma once
 

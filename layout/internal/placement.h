@@ -125,7 +125,7 @@ inline constexpr uint32_t kMaxLatentClasses = 64;
 uint32_t LatentClasses(const Forest& f, const std::vector<uint8_t>& reachable);
 
 // Mean distinct node-region blocks per row over `rows`, routed through the
-// forest: the count CountBlocksPerRow (layout/block_count.h) makes with the
+// forest: the count CountBlocksPerRow (engine/blocks_per_row.h) makes with the
 // engine on the packed file, made on a placement before anything is encoded
 // (tests hold the two equal). O(rows x path lengths).
 double CountPlacedBlocksPerRow(const PackInput& in, const Placement& p, uint32_t block_size,

@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "layout/engine.h"
-#include "layout/matrix_predict.h"
+#include "engine/engine.h"
+#include "engine/matrix_predict.h"
 #include "layout/pac_file.h"
 #include "layout/pack.h"
 #include "model/array_import.h"

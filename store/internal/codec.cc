@@ -94,10 +94,6 @@ Status DecodeDirCatalog(const std::string& bytes, const std::string& what, DirCa
   return Decode(bytes, kDirCatalogMagic, what, catalog);
 }
 
-std::string ContextFor(const std::string& name, uint64_t gen) {
-  return "forest '" + name + "' generation " + std::to_string(gen);
-}
-
 int64_t NowUnixNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::system_clock::now().time_since_epoch())

@@ -30,8 +30,6 @@ struct DirCatalog {
 std::string EncodeDirCatalog(const DirCatalog& catalog);
 Status DecodeDirCatalog(const std::string& bytes, const std::string& what, DirCatalog* catalog);
 
-std::string ContextFor(const std::string& name, uint64_t gen);  // "forest 'x' generation 3"
-
 int64_t NowUnixNs();
 
 }  // namespace store_internal

@@ -158,7 +158,7 @@ def test_cold_single_row_fetches_exactly_the_analytical_blocks(env):
                 assert len(fetched) == expected, \
                     f"{forest}: trace shows {len(fetched)} blocks, analytical count {expected}"
                 # The engine asked for them in batches through the gather
-                # file (fs/gather.h), not a FUSE read per block.
+                # file (protocol/gather.h), not a FUSE read per block.
                 gathers = m.stats()["forests"][forest]["gathers"]
                 assert 0 < gathers < len(fetched) / 2, (forest, gathers, len(fetched))
                 print(f"    {forest}: {len(fetched)} blocks fetched = {expected} analytical")

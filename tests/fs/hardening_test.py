@@ -285,7 +285,7 @@ with open(path, "rb") as f:
 """
 
 
-# A local user's client of a mount's gather file (fs/gather.h), driven by
+# A local user's client of a mount's gather file (protocol/gather.h), driven by
 # lines on stdin, one answer line for each on stdout:
 #   open PATH                   opens a forest file and keeps it open: "ino N"
 #   gather MP INO B,B,..        one gather through a new handle:

@@ -54,7 +54,7 @@ def prepare(workdir):
     # 1,000 rows: 48,000 walks, more than the forest's ~33,000 node blocks,
     # so the engine reads the node region whole through the mount (with
     # fewer walks it gathers only the blocks they need, into its own
-    # buffers, and the reader's memory would not fill: layout/block_source.h,
+    # buffers, and the reader's memory would not fill: engine/block_source.h,
     # sequential_read_walks_factor).
     DATA["big_sklearn"] = big.predict(Xt[:1000].astype(np.float32))
     joblib.dump(big, os.path.join(workdir, "big.joblib"))

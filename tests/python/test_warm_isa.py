@@ -1,4 +1,4 @@
-"""PACSET_ISA caps the warm loop's instruction set (layout/internal/warm_simd.h):
+"""PACSET_ISA caps the warm loop's instruction set (engine/internal/warm_simd.h):
 with each value, in a fresh process (the variable is read once), a .pac file
 predicts XGBoost's bits on adversarial rows — rows without NaN through the
 SIMD kernel the machine has, rows with NaN through the scalar walk — and

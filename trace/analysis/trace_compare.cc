@@ -5,7 +5,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "layout/engine.h"
+#include "engine/engine.h"
 #include "trace/trace_reader.h"
 #include "util/csv.h"
 

@@ -8,10 +8,10 @@
 
 #include <unistd.h>
 
-#include "layout/internal/sigbus.h"
-#include "layout/internal/walk.h"
-#include "layout/internal/warm_forest.h"
-#include "layout/internal/warm_simd.h"
+#include "engine/internal/sigbus.h"
+#include "engine/internal/walk.h"
+#include "engine/internal/warm_forest.h"
+#include "engine/internal/warm_simd.h"
 
 namespace pacset::internal {
 namespace {

@@ -1,4 +1,4 @@
-#include "layout/internal/warm_simd.h"
+#include "engine/internal/warm_simd.h"
 
 #include <algorithm>
 #include <cstdlib>

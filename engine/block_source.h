@@ -1,5 +1,5 @@
 // Where the engine's blocks come from: the seam between the in-flight
-// traversal (layout/engine.h) and the I/O beneath it.
+// traversal (engine/engine.h) and the I/O beneath it.
 //
 // The engine walks many (row, tree) paths at once. A walk that needs a block
 // the source cannot give it now parks; the engine starts fetches for all the
@@ -73,7 +73,7 @@ class BlockSource {
   // source verifies), else nullptr; never waits for I/O. A null answer for a
   // block that is in memory but corrupt is fine: the fetch then reports it.
   // The pointer stays valid until the calling thread's next Fetch or Wait.
-  // Called from code a SIGBUS may jump out of (layout/internal/sigbus.h):
+  // Called from code a SIGBUS may jump out of (engine/internal/sigbus.h):
   // implementations create no objects with destructors here.
   virtual const char* Ready(uint64_t b) = 0;
 
@@ -100,7 +100,7 @@ class BlockSource {
   virtual uint32_t default_max_in_flight() const { return kDefaultMaxInFlight; }
 
   // 32 measured best on local virtio disks: one cold row of a 682-tree
-  // forest at 4 KiB, bench/cold_bench.py (layout/pac_file_source.cc).
+  // forest at 4 KiB, bench/cold_bench.py (engine/pac_file_source.cc).
   static constexpr uint32_t kDefaultMaxInFlight = 32;
 
   // A request of several rows reads the whole region its walks may touch
@@ -120,7 +120,7 @@ class BlockSource {
 // How a source over a mapped file reads the blocks it fetches.
 enum class BlockIo {
   kAuto,     // io_uring when the kernel allows it, else kThreads; on FUSE the
-             // gather file of a pacsetfs mount (fs/gather.h), else kThreads
+             // gather file of a pacsetfs mount (protocol/gather.h), else kThreads
   kThreads,  // a pool of threads doing pread
   kUring,    // one io_uring per request (kThreads if the kernel refuses it)
 };

@@ -1,10 +1,10 @@
-#include "layout/engine.h"
+#include "engine/engine.h"
 
 #include <algorithm>
 
-#include "layout/internal/walk.h"
-#include "layout/internal/warm_forest.h"
-#include "layout/internal/warm_simd.h"
+#include "engine/internal/walk.h"
+#include "engine/internal/warm_forest.h"
+#include "engine/internal/warm_simd.h"
 #include "util/parallel.h"
 
 namespace pacset {

@@ -3,7 +3,7 @@
 #include <cstring>
 #include <mutex>
 
-#include "layout/internal/sigbus.h"
+#include "engine/internal/sigbus.h"
 
 namespace pacset {
 namespace {

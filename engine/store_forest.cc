@@ -1,15 +1,15 @@
-#include "store/store_forest.h"
+#include "engine/store_forest.h"
 
 #include <algorithm>
 
+#include "engine/internal/store_block_source.h"
 #include "layout/pac_file.h"
 #include "store/internal/codec.h"
-#include "store/internal/store_block_source.h"
+#include "store/stored_metadata.h"
 #include "util/le_fields.h"
 
 namespace pacset {
 
-using store_internal::ContextFor;
 using store_internal::StoreBlockSource;
 
 namespace {
@@ -30,35 +30,6 @@ Status ReadInto(StoreBlockSource& source, uint64_t first, uint64_t end, std::str
 }
 
 }  // namespace
-
-StatusOr<std::string> ReadStoredMetadata(
-    const ForestInfo& info, const std::string& what,
-    const std::function<Status(uint64_t first, uint64_t end, std::string* out)>& read) {
-  const uint64_t bs = info.block_size;
-  std::string meta;
-  PACSET_RETURN_IF_ERROR(read(0, 1, &meta));
-  PACSET_ASSIGN_OR_RETURN(const uint64_t header_bytes,
-                          HeaderFileBytes(meta.data(), meta.size(), what));
-  if (header_bytes > info.size_bytes)
-    return Status::Corruption(what + ": its header needs " + std::to_string(header_bytes) +
-                              " bytes, the forest has " + std::to_string(info.size_bytes));
-  // node_first_block (FORMAT.md section 2, offset 96), checked with the rest
-  // of the header by DecodeFromFile below.
-  const uint64_t claimed_meta_blocks =
-      std::min(GetField<uint64_t>(meta.data(), 96), info.block_count);
-  PACSET_RETURN_IF_ERROR(read(1, std::max(header_bytes / bs, claimed_meta_blocks), &meta));
-  PACSET_ASSIGN_OR_RETURN(PacHeader h, PacHeader::DecodeFromFile(meta.data(), meta.size(), what));
-  if (h.block_size != info.block_size || h.block_count != info.block_count)
-    return Status::Corruption(what + ": its header says " + std::to_string(h.block_count) +
-                              " blocks of " + std::to_string(h.block_size) +
-                              " bytes, the catalog " + std::to_string(info.block_count) + " of " +
-                              std::to_string(info.block_size));
-  if ((info.header_checksum != 0 && h.checksum != info.header_checksum) ||
-      h.block_seed() != info.block_seed)
-    return Status::Corruption(what + ": its header does not match the catalog entry");
-  PACSET_RETURN_IF_ERROR(read(meta.size() / bs, h.node_first_block, &meta));
-  return meta;
-}
 
 StoreOptions StoreForest::ReadOptions(int timeout_ms) {
   StoreOptions o;
@@ -87,7 +58,7 @@ StatusOr<std::unique_ptr<StoreForest>> StoreForest::Open(std::shared_ptr<BlockSt
     return pin;
   f->pinned_ = pin.ok();
   const ForestInfo& info = f->info_;
-  const std::string what = ContextFor(info.name, info.generation);
+  const std::string what = ForestContext(info.name, info.generation);
   if (!IsValidBlockSize(info.block_size) || info.block_count == 0 ||
       info.size_bytes != info.block_count * info.block_size)
     return Status::Corruption(what + ": catalog entry has " + std::to_string(info.block_count) +

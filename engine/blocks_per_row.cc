@@ -1,4 +1,4 @@
-#include "layout/block_count.h"
+#include "engine/blocks_per_row.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "store/internal/store_block_source.h"
+#include "engine/internal/store_block_source.h"
 
 #include <algorithm>
 #include <limits>

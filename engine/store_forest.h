@@ -12,7 +12,7 @@
 // pins the generation, so a re-import does not take its blocks away (the
 // forest keeps predicting with the generation it opened). Predictions then
 // read node blocks on demand through the engine's in-flight traversal
-// (layout/engine.h): every round of the traversal reads all the blocks its
+// (engine/engine.h): every round of the traversal reads all the blocks its
 // walks wait for with one BlockStore::MultiGet — one pipelined round trip to
 // redis; for dir and rocksdb split over BlockStore::read_parallelism()
 // threads — and keeps them, verified (checksum and position), in a bounded
@@ -29,11 +29,10 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <string>
 
-#include "layout/engine.h"
+#include "engine/engine.h"
 #include "store/block_store.h"
 #include "util/status.h"
 
@@ -42,17 +41,6 @@ namespace pacset {
 namespace store_internal {
 class StoreBlockSource;
 }
-
-// The metadata blocks [0, node_first_block) of the stored forest `info`, in
-// two reads through `read` (blocks [first, end), verified, appended to
-// *out): block 0, whose fixed header says how far the header and the
-// metadata go, then the rest. The header must match the catalog entry (block
-// size and count, header checksum, block seed). No node block is read here:
-// a corrupt one must fail only the walks that need it, not the open.
-// `what` names the forest in errors.
-StatusOr<std::string> ReadStoredMetadata(
-    const ForestInfo& info, const std::string& what,
-    const std::function<Status(uint64_t first, uint64_t end, std::string* out)>& read);
 
 struct StoreForestOptions {
   // Bound on the cached node blocks (bytes). Blocks a round is still using

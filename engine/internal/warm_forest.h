@@ -1,6 +1,6 @@
 // The warm-path representation of a .pac node region: every tree's internal
 // nodes copied once, validated, into private memory as compact arrays the
-// warm loop walks with no per-node checks (layout/warm_walk.cc).
+// warm loop walks with no per-node checks (engine/warm_walk.cc).
 //
 // Why a copy: the .pac layout serves cold I/O (few blocks per row); once
 // everything is in memory the walk is bound by instructions per node, and a

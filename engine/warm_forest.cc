@@ -1,12 +1,12 @@
-#include "layout/internal/warm_forest.h"
+#include "engine/internal/warm_forest.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cstring>
 
-#include "layout/internal/sigbus.h"
-#include "layout/internal/walk.h"
-#include "layout/internal/warm_simd.h"
+#include "engine/internal/sigbus.h"
+#include "engine/internal/walk.h"
+#include "engine/internal/warm_simd.h"
 #include "model/forest.h"
 
 namespace pacset::internal {

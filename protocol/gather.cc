@@ -1,4 +1,4 @@
-#include "fs/gather.h"
+#include "protocol/gather.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "layout/engine.h"
+#include "engine/engine.h"
 #include "util/row_matrix.h"
 #include "util/status.h"
 

@@ -4,7 +4,7 @@
 //
 // Per chunk of rows:
 //   1. advance every active walk until it ends or parks (a plain loop over
-//      block bytes, guarded against SIGBUS: layout/internal/sigbus.h);
+//      block bytes, guarded against SIGBUS: engine/internal/sigbus.h);
 //   2. start fetches for newly needed blocks, oldest first, up to the bound;
 //   3. wait for arrivals; start fetches in the places they freed (before
 //      walking on, so the reads overlap the walks); the walks parked on
@@ -19,9 +19,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "layout/block_source.h"
-#include "layout/internal/sigbus.h"
-#include "layout/internal/walk.h"
+#include "engine/block_source.h"
+#include "engine/internal/sigbus.h"
+#include "engine/internal/walk.h"
 
 namespace pacset::internal {
 namespace {

@@ -1,4 +1,4 @@
-// The block source over a PacFile (layout/block_source.h).
+// The block source over a PacFile (engine/block_source.h).
 //
 // Fetching, chosen by measurement (bench/cold_bench.py; the 682-tree forest
 // at 4 KiB, one row's ~1,000 blocks cold on this machine's virtio disk):
@@ -23,7 +23,7 @@
 // block: on this VM a page fault costs 4-7 us and a system call 1-2 us,
 // which for a cold row's ~1,000 blocks took longer than its reads. A file
 // on a pacsetfs mount is read through the mount's gather file instead
-// (fs/gather.h): a batch of blocks is one write and one read, where a pread
+// (protocol/gather.h): a batch of blocks is one write and one read, where a pread
 // per block is a FUSE request each; a batch lands in a pooled buffer that
 // the walks read in place (BufferPool), and the source starts its gather
 // threads and channels when it opens (a cold row through a running daemon
@@ -47,9 +47,9 @@
 #include <unordered_map>
 #include <utility>
 
-#include "fs/gather.h"
-#include "layout/block_source.h"
+#include "engine/block_source.h"
 #include "layout/pac_file.h"
+#include "protocol/gather.h"
 #include "util/file_io.h"
 #include "util/free_list.h"
 
@@ -342,7 +342,7 @@ bool OnFuse(int fd) {
          static_cast<uint64_t>(st.f_type) == 0x65735546;  // FUSE_SUPER_MAGIC
 }
 
-// Blocks per gather (fs/gather.h) that a request sends as soon as it has
+// Blocks per gather (protocol/gather.h) that a request sends as soon as it has
 // them, without waiting for its Wait: half the blocks allowed in flight, at
 // most kMaxGatherBatch, so that at least two gathers overlap and the daemon
 // reads one batch while the engine walks another's blocks; and the bound on
@@ -463,7 +463,7 @@ class PacFileSource final : public BlockSource {
 
  private:
   // Reads through the shared thread pool: a pread per block, or, on a
-  // pacsetfs mount, a gather per batch (fs/gather.h): Fetch collects, Flush
+  // pacsetfs mount, a gather per batch (protocol/gather.h): Fetch collects, Flush
   // (or Wait) hands what was collected to a pool thread as one gather, so a
   // batch's round trip runs while the caller walks what arrived before.
   class Fetcher final : public BlockFetcher {

@@ -15,7 +15,7 @@
 // The jump skips every frame between the fault and the sigsetjmp, so the
 // armed code must be plain: no object with a destructor alive in those
 // frames (C++ forbids a longjmp over one), no locks, no allocation; it
-// reports problems as plain values (layout/internal/walk.h WalkFault) that
+// reports problems as plain values (engine/internal/walk.h WalkFault) that
 // the caller turns into a Status after Disarm. The handler runs with
 // SA_NODEFER and an empty mask, so there is no signal mask to restore:
 // sigsetjmp(env, 0) avoids a system call per arming.

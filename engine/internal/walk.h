@@ -1,6 +1,6 @@
 // The routing step and the leaf rule of a walk through a .pac node region,
-// shared by the warm lockstep loop (layout/warm_walk.cc) and the in-flight
-// scheduler (layout/inflight_walk.cc): one definition keeps both
+// shared by the warm lockstep loop (engine/warm_walk.cc) and the in-flight
+// scheduler (engine/inflight_walk.cc): one definition keeps both
 // bit-identical to each other and to the in-memory predictor.
 #pragma once
 
@@ -8,8 +8,8 @@
 #include <cstring>
 #include <type_traits>
 
-#include "layout/block_source.h"
-#include "layout/engine.h"
+#include "engine/block_source.h"
+#include "engine/engine.h"
 #include "layout/pac_file.h"
 #include "model/output.h"
 #include "model/routing.h"
@@ -106,7 +106,7 @@ inline uint32_t LeafRecordBytes(uint32_t leaf_width) {
 }
 
 // What went wrong in a walk, as plain data: walks run where a SIGBUS may
-// jump out (layout/internal/sigbus.h), so they build no Status themselves.
+// jump out (engine/internal/sigbus.h), so they build no Status themselves.
 struct WalkFault {
   enum Code : uint8_t {
     kNone = 0,
@@ -160,19 +160,19 @@ Status DispatchByFormat(const PacHeader& h, const Fn& fn) {
   return fn.template Call<WideNode, false, double>();
 }
 
-// The warm loop (layout/warm_walk.cc): walks `image`, where every block the
+// The warm loop (engine/warm_walk.cc): walks `image`, where every block the
 // job can touch is in memory and verified, with no per-node checks beyond
 // the format's safety checks. A SIGBUS (a page evicted and now unreadable)
 // gives kIOError naming the block.
-// `warm` (may be null) is the file's warm forest (layout/internal/warm_forest.h):
+// `warm` (may be null) is the file's warm forest (engine/internal/warm_forest.h):
 // walked instead of the mapping's nodes, same results bit for bit; with
 // rows of float32 and no NaN, by the SIMD kernel of `isa` when it has one
-// (layout/internal/warm_simd.h).
+// (engine/internal/warm_simd.h).
 struct WarmForest;
 Status WarmWalk(const PacFile& file, const OutputRule& rule, const char* image,
                 const WarmForest* warm, WarmIsa isa, const WalkJob& job);
 
-// The in-flight scheduler (layout/inflight_walk.cc): walks every (row, tree)
+// The in-flight scheduler (engine/inflight_walk.cc): walks every (row, tree)
 // of the job until its next block is not Ready, fetches those blocks (at
 // most `max_in_flight` at a time) and continues each walk as its block
 // arrives. Same results as WarmWalk, bit for bit.

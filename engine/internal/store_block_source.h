@@ -1,6 +1,6 @@
-// The engine's blocks straight from a block store (layout/block_source.h):
+// The engine's blocks straight from a block store (engine/block_source.h):
 // a BlockSource over one forest generation of a BlockStore, with a bounded
-// in-process cache. Used by StoreForest (store/store_forest.h).
+// in-process cache. Used by StoreForest (engine/store_forest.h).
 //
 // Fetching: a request's Fetch calls only collect block numbers; its Wait
 // reads all of them with one MultiGet (one pipelined round trip to redis), split into
@@ -31,7 +31,7 @@
 #include <thread>
 #include <vector>
 
-#include "layout/block_source.h"
+#include "engine/block_source.h"
 #include "store/block_store.h"
 #include "store/parallel_reads.h"
 #include "util/mutex.h"

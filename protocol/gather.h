@@ -1,6 +1,6 @@
 // The gather file of a pacsetfs mount, MOUNTPOINT/.pacsetfs/gather: many
 // blocks of a forest, anywhere in its file, in one round trip. Its protocol,
-// and the client the engine uses (layout/pac_file_source.cc).
+// and the client the engine uses (engine/pac_file_source.cc).
 //
 // Why: a page fault or a pread of a forest file is one FUSE request per
 // block, and on a virtual machine each request costs the daemon one or two

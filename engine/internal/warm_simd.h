@@ -1,4 +1,4 @@
-// SIMD walks of the warm forest (layout/internal/warm_forest.h): many rows
+// SIMD walks of the warm forest (engine/internal/warm_forest.h): many rows
 // through one tree at once, one row per vector lane, with gathers. Compiled
 // for AVX2 and AVX-512 as separate functions (target attributes), chosen at
 // run time: the library itself needs only x86-64 (or any other target, where
@@ -18,8 +18,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "layout/engine.h"
-#include "layout/internal/warm_forest.h"
+#include "engine/engine.h"
+#include "engine/internal/warm_forest.h"
 
 namespace pacset::internal {
 
@@ -88,7 +88,7 @@ inline uint32_t ToFloat32(const double* v, size_t n, float* x) {
 Status ResolveWarmIsa(WarmIsa requested, WarmIsa* resolved);
 
 // The kernel of `isa`; nullptr for kScalar (the portable lane loop of
-// layout/warm_walk.cc).
+// engine/warm_walk.cc).
 WarmTreeKernel WarmTreeKernelFor(WarmIsa isa);
 
 }  // namespace pacset::internal

@@ -11,15 +11,15 @@
 //    next block is not in memory; the blocks of all waiting walks are read at
 //    once (up to EngineOptions::max_in_flight) and each walk continues as its
 //    block arrives. A cold row thus costs a few rounds of parallel reads, not
-//    one read per block (layout/block_source.h, layout/inflight_walk.cc).
+//    one read per block (engine/block_source.h, engine/inflight_walk.cc).
 //  - warm: once every block is in memory and verified, rows walk the mapping
-//    several at a time with no per-node residency checks (layout/warm_walk.cc);
+//    several at a time with no per-node residency checks (engine/warm_walk.cc);
 //    once warm requests have walked about as many nodes as the file has, the
 //    request that crosses that line copies the nodes, checked once, into a
-//    compact private array (layout/internal/warm_forest.h) that later warm
+//    compact private array (engine/internal/warm_forest.h) that later warm
 //    requests walk with no per-node checks at all — with AVX-512 or AVX2
 //    gathers, 64 rows through a tree at once, when the CPU has them
-//    (layout/internal/warm_simd.h; chosen at run time, the build needs only
+//    (engine/internal/warm_simd.h; chosen at run time, the build needs only
 //    the baseline instruction set). A cold or small first request never
 //    waits for that copy.
 //
@@ -43,7 +43,7 @@
 #include <string>
 #include <vector>
 
-#include "layout/block_source.h"
+#include "engine/block_source.h"
 #include "layout/pac_file.h"
 #include "model/output.h"
 #include "util/mutex.h"
@@ -56,7 +56,7 @@ struct WalkJob;
 struct WarmForest;
 }  // namespace internal
 
-// Instruction sets of the warm loop (layout/internal/warm_simd.h), narrowest
+// Instruction sets of the warm loop (engine/internal/warm_simd.h), narrowest
 // first. Every one gives the same bits.
 enum class WarmIsa : uint8_t { kAuto, kScalar, kAvx2, kAvx512 };
 const char* WarmIsaName(WarmIsa isa);
@@ -72,7 +72,7 @@ struct EngineOptions {
   // local virtio disks; 128 through a pacsetfs mount, four gathers of 32 at
   // once; bench/cold_bench.py).
   uint32_t max_in_flight = 0;
-  // How a mapped file's missing blocks are read (layout/block_source.h):
+  // How a mapped file's missing blocks are read (engine/block_source.h):
   // io_uring where the kernel allows it, else a pool of pread threads.
   BlockIo block_io = BlockIo::kAuto;
   // A request of several rows that walks many trees (at least one per 8
@@ -80,7 +80,7 @@ struct EngineOptions {
   // cheaper than that many random ones. Off: every request reads only the
   // blocks its walks need (what a per-request trace should see).
   bool sequential_reads = true;
-  // Build the warm forest (layout/internal/warm_forest.h) once warm requests
+  // Build the warm forest (engine/internal/warm_forest.h) once warm requests
   // have done enough work. Off: warm requests always walk the mapping with
   // per-node checks (tests compare the two walks).
   bool warm_forest = true;

@@ -1,4 +1,4 @@
-#include "layout/matrix_predict.h"
+#include "engine/matrix_predict.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -13,7 +13,7 @@ namespace pacset {
 namespace {
 
 // Rows per conversion, at most: enough for the warm loop's largest block
-// (layout/warm_walk.cc BlockRows), while the buffer stays within
+// (engine/warm_walk.cc BlockRows), while the buffer stays within
 // kChunkBytes for any width.
 constexpr size_t kChunkRows = 1024;
 constexpr size_t kChunkBytes = 8 << 20;

@@ -8,7 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "layout/engine.h"
+#include "engine/engine.h"
 #include "util/status.h"
 
 namespace pacset {

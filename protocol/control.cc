@@ -1,4 +1,4 @@
-#include "fs/control.h"
+#include "protocol/control.h"
 
 #include <fcntl.h>
 #include <limits.h>
