@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "layout/block.h"
-#include "store/internal/file_util.h"
+#include "util/file_io.h"
 #include "util/size.h"
 
 namespace pacset {
@@ -35,7 +35,7 @@ class BlockSource {
  public:
   BlockSource(uint32_t block_size, const std::string& pac_path) : bs_(block_size) {
     if (pac_path.empty()) return;
-    auto bytes = store_internal::ReadWholeFile(pac_path);
+    auto bytes = ReadWholeFile(pac_path);
     if (!bytes.ok() || bytes->size() < block_size || bytes->size() % block_size != 0) {
       std::fprintf(stderr, "ignoring %s: not a whole number of %u-byte blocks\n", pac_path.c_str(),
                    block_size);
@@ -132,11 +132,11 @@ inline uint64_t ParseBytes(const std::string& s) {
 
 inline uint64_t DirBytes(const std::string& path) {
   uint64_t total = 0;
-  auto names = store_internal::ListDir(path);
+  auto names = ListDir(path);
   if (!names.ok()) return 0;
   for (const auto& n : *names) {
     const std::string p = path + "/" + n;
-    if (store_internal::IsDirectory(p)) {
+    if (IsDirectory(p)) {
       total += DirBytes(p);
     } else {
       struct stat st;

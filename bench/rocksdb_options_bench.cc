@@ -16,6 +16,8 @@
 #include "store/internal/backends.h"
 #include "store/publish.h"
 #include "testkit/store_test_util.h"
+#include "util/atomic_file.h"
+#include "util/file_io.h"
 
 using namespace pacset;
 using store_internal::RocksDbTuning;
@@ -44,7 +46,7 @@ const char* CompressionName(RocksDbTuning::Compression c) {
 
 uint64_t SstBytes(const std::string& dir) {
   uint64_t total = 0;
-  auto names = store_internal::ListDir(dir);
+  auto names = ListDir(dir);
   if (!names.ok()) return 0;
   for (const auto& n : *names) {
     if (n.size() > 4 && n.compare(n.size() - 4, 4, ".sst") == 0) {
@@ -84,7 +86,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  store_test::TempDir tmp;
+  const auto tmp = TempDir::Create("pacset-store").value();
   const RocksDbTuning chosen;  // the defaults in store/internal/backends.h
   const size_t chosen_cache = StoreOptions().rocksdb_block_cache_bytes;
   std::vector<Config> configs = {{"chosen", chosen, chosen_cache}};
@@ -116,8 +118,8 @@ int main(int argc, char** argv) {
   for (uint32_t bs : block_sizes) {
     const bench::BlockSource src(bs, pac.count(bs) ? pac[bs] : "");
     const uint64_t count = dataset / bs;
-    const std::string file = tmp.path() + "/dataset.pac";
-    const std::string other = tmp.path() + "/other.pac";
+    const std::string file = tmp->path() + "/dataset.pac";
+    const std::string other = tmp->path() + "/other.pac";
     {
       FILE* f = std::fopen(other.c_str(), "wb");
       std::string buf(bs, '\0');
@@ -144,7 +146,7 @@ int main(int argc, char** argv) {
     // Import into one database per configuration, then let it settle.
     std::vector<double> import_mbs(configs.size());
     std::vector<uint64_t> sst(configs.size());
-    auto db_path = [&](size_t i) { return tmp.path() + "/db-" + std::to_string(i); };
+    auto db_path = [&](size_t i) { return tmp->path() + "/db-" + std::to_string(i); };
     for (size_t i = 0; i < configs.size(); ++i) {
       auto store = store_internal::OpenRocksDbStore(db_path(i), options_for(i), configs[i].tuning);
       if (!store.ok()) {
@@ -220,7 +222,7 @@ int main(int argc, char** argv) {
           median(two[i], &bench::ReadResult::ops_per_s), hot[i].p50_us, mixed[i].p50_us,
           ok && hot[i].ok && mixed[i].ok ? "" : "  READ FAILED");
       std::fflush(stdout);
-      store_internal::RemoveTree(db_path(i));
+      RemoveTree(db_path(i));
     }
   }
   std::printf("payloads: %s\n", pac.empty() ? "pseudo-random" : "blocks of real .pac files");

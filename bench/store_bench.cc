@@ -25,6 +25,8 @@
 #include "store/block_store.h"
 #include "store/publish.h"
 #include "testkit/store_test_util.h"
+#include "util/atomic_file.h"
+#include "util/file_io.h"
 
 using namespace pacset;
 using bench::Clock;
@@ -73,7 +75,7 @@ void ClearBackend(const std::string& backend, const std::string& dir, uint32_t b
   if (backend == "redis") {
     store_test::RawRedis(redis->port()).Command({"FLUSHALL"});
   } else {
-    store_internal::RemoveTree(dir + "/" + backend + "-" + std::to_string(bs));
+    RemoveTree(dir + "/" + backend + "-" + std::to_string(bs));
   }
 }
 
@@ -129,8 +131,8 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  store_test::TempDir tmp;
-  const std::string dir = a.dir.empty() ? tmp.path() : a.dir;
+  const auto tmp = TempDir::Create("pacset-store").value();
+  const std::string dir = a.dir.empty() ? tmp->path() : a.dir;
 
   std::unique_ptr<store_test::RedisServer> redis;
   if (std::find(a.backends.begin(), a.backends.end(), "redis") != a.backends.end()) {

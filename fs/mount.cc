@@ -25,6 +25,7 @@
 #include "protocol/control.h"
 #include "store/block_store.h"
 #include "trace/trace_writer.h"
+#include "util/file_io.h"
 #include "util/subprocess.h"
 
 namespace pacset {
@@ -292,10 +293,8 @@ Status RunMount(const MountOptions& in) {
   struct stat st;
   if (stat(real, &st) != 0 || !S_ISDIR(st.st_mode))
     return Status::InvalidArgument("mount point " + opts.mountpoint + " is not a directory");
-  if (!opts.trace_path.empty() && opts.trace_path[0] != '/') {
-    if (!getcwd(real, sizeof(real))) return Status::FromErrno("getcwd", errno);
-    opts.trace_path = std::string(real) + "/" + opts.trace_path;
-  }
+  if (!opts.trace_path.empty() && !MakeAbsolute(&opts.trace_path))
+    return Status::FromErrno("getcwd", errno);
 
   StoreOptions so;
   so.read_only = true;

@@ -11,22 +11,10 @@
 #include <vector>
 
 #include "util/file_io.h"
+#include "util/string_util.h"
 #include "util/subprocess.h"
 
 namespace pacset {
-namespace {
-
-bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-std::string BaseName(const std::string& path) {
-  size_t p = path.rfind('/');
-  return p == std::string::npos ? path : path.substr(p + 1);
-}
-
-}  // namespace
 
 const char* ModelFormatName(ModelFormat f) {
   switch (f) {

@@ -63,6 +63,7 @@
 
 #include "model/import.h"
 #include "model/routing.h"
+#include "util/string_util.h"
 
 namespace pacset {
 namespace {
@@ -90,10 +91,6 @@ std::vector<Line> SplitLines(std::string_view text) {
     pos = end + 1;
   }
   return lines;
-}
-
-bool StartsWith(std::string_view s, std::string_view prefix) {
-  return s.substr(0, prefix.size()) == prefix;
 }
 
 // Space-separated values; runs of spaces count as one, like LightGBM's Split.
@@ -135,13 +132,6 @@ bool ParseDouble(std::string_view s, double* out) {
   const char* end = s.data() + s.size();
   auto r = std::from_chars(s.data(), end, *out, std::chars_format::general);
   return r.ec == std::errc() && r.ptr == end && !s.empty();
-}
-
-std::string Quote(std::string_view s) {
-  constexpr size_t kMax = 40;
-  std::string q = "'" + std::string(s.substr(0, kMax));
-  if (s.size() > kMax) q += "...";
-  return q + "'";
 }
 
 struct Field {
@@ -238,10 +228,11 @@ Status LightgbmTextReader::SplitSections(const std::vector<Line>& lines) {
     if (!StartsWith(head.text, "Tree="))
       return Invalid(head.number, "trees",
                      "expected 'Tree=" + std::to_string(trees_.size()) +
-                         "' or 'end of trees', found " + Quote(head.text));
+                         "' or 'end of trees', found " + QuoteExcerpt(head.text));
     int64_t index = -1;
     if (!ParseInt64(head.text.substr(5), &index))
-      return Invalid(head.number, "Tree", Quote(head.text.substr(5)) + " is not a tree index");
+      return Invalid(head.number, "Tree",
+                     QuoteExcerpt(head.text.substr(5)) + " is not a tree index");
     if (index != static_cast<int64_t>(trees_.size())) {
       if (index >= 0 && index < static_cast<int64_t>(trees_.size()))
         return Invalid(head.number, "Tree=" + std::to_string(index),
@@ -260,7 +251,8 @@ Status LightgbmTextReader::SplitSections(const std::vector<Line>& lines) {
            lines[i].text != "end of trees";
          ++i) {
       if (lines[i].text.find('=') == std::string_view::npos)
-        return Invalid(lines[i].number, where, "expected key=value, found " + Quote(lines[i].text));
+        return Invalid(lines[i].number, where,
+                       "expected key=value, found " + QuoteExcerpt(lines[i].text));
       PACSET_RETURN_IF_ERROR(ReadKeyValue(lines[i], where, &block.fields));
     }
     while (lines[i].text.empty()) ++i;
@@ -281,7 +273,7 @@ StatusOr<int64_t> LightgbmTextReader::Integer(const Field& f, const std::string&
                                               int64_t hi) const {
   int64_t v = 0;
   if (!ParseInt64(f.value, &v))
-    return Invalid(f.line, where, Quote(f.value) + " is not an integer");
+    return Invalid(f.line, where, QuoteExcerpt(f.value) + " is not an integer");
   if (v < lo || v > hi)
     return Invalid(
         f.line, where,
@@ -307,8 +299,9 @@ StatusOr<std::vector<int64_t>> LightgbmTextReader::Integers(const Field& f,
   std::vector<int64_t> out(tokens.size());
   for (size_t k = 0; k < tokens.size(); ++k)
     if (!ParseInt64(tokens[k], &out[k]))
-      return Invalid(f.line, where,
-                     "entry " + std::to_string(k) + " " + Quote(tokens[k]) + " is not an integer");
+      return Invalid(
+          f.line, where,
+          "entry " + std::to_string(k) + " " + QuoteExcerpt(tokens[k]) + " is not an integer");
   return out;
 }
 
@@ -319,7 +312,7 @@ StatusOr<std::vector<double>> LightgbmTextReader::Doubles(const Field& f, const 
   for (size_t k = 0; k < tokens.size(); ++k)
     if (!ParseDouble(tokens[k], &out[k]))
       return Invalid(f.line, where,
-                     "entry " + std::to_string(k) + " " + Quote(tokens[k]) +
+                     "entry " + std::to_string(k) + " " + QuoteExcerpt(tokens[k]) +
                          " is not a number (or is out of the double range)");
   return out;
 }
@@ -330,8 +323,9 @@ Status LightgbmTextReader::ReadHeader(Forest& f) {
   if (auto it = header_.find("version"); it != header_.end()) {
     const std::string_view v = it->second.value;
     if (v != "v2" && v != "v3" && v != "v4")
-      return Unsupported(it->second.line, "version",
-                         "model format " + Quote(v) + " is not supported (v2, v3 and v4 are)");
+      return Unsupported(
+          it->second.line, "version",
+          "model format " + QuoteExcerpt(v) + " is not supported (v2, v3 and v4 are)");
     f.source.library_version = std::string(v);
   }
   PACSET_ASSIGN_OR_RETURN(const Field* num_class, Require(header_, "num_class", end, "header"));
@@ -430,9 +424,10 @@ Status LightgbmTextReader::ReadObjective(const Field* objective, Forest& f) {
       continue;
     const std::string_view key = opt.substr(0, colon), value = opt.substr(colon + 1);
     if (key == "sigmoid" && !ParseDouble(value, &sigmoid))
-      return Invalid(objective->line, "objective", Quote(opt) + " is not sigmoid:<number>");
+      return Invalid(objective->line, "objective", QuoteExcerpt(opt) + " is not sigmoid:<number>");
     if (key == "num_class" && !ParseInt64(value, &objective_classes))
-      return Invalid(objective->line, "objective", Quote(opt) + " is not num_class:<integer>");
+      return Invalid(objective->line, "objective",
+                     QuoteExcerpt(opt) + " is not num_class:<integer>");
   }
   auto need_sigmoid = [&]() -> Status {
     if (!(sigmoid > 0) || std::isinf(sigmoid))
@@ -501,7 +496,7 @@ Status LightgbmTextReader::ReadObjective(const Field* objective, Forest& f) {
     return Unsupported(objective->line, "objective",
                        "cross_entropy_lambda (log1p(exp(score)) link) is not supported");
   return Unsupported(objective->line, "objective",
-                     "LightGBM objective " + Quote(name) +
+                     "LightGBM objective " + QuoteExcerpt(name) +
                          " is not supported (supported: regression, regression_l1, huber, fair, "
                          "quantile, mape, poisson, gamma, tweedie, binary, cross_entropy, "
                          "multiclass, multiclassova, lambdarank, rank_xendcg, custom)");

@@ -10,6 +10,8 @@
 #include "layout/block.h"
 #include "store/internal/backends.h"
 #include "store/internal/codec.h"
+#include "util/file_io.h"
+#include "util/string_util.h"
 
 namespace pacset {
 
@@ -169,25 +171,15 @@ StatusOr<std::string> ParseStorePath(const std::string& uri, const std::string& 
     if (home == nullptr || *home == '\0') return BadUri(uri, "'~' used but $HOME is not set");
     path = std::string(home) + path.substr(1);
   }
-  if (path[0] != '/') {
-    char cwd[4096];
-    if (::getcwd(cwd, sizeof cwd) == nullptr)
-      return Status::FromErrno("resolve relative store path " + path, errno);
-    path = std::string(cwd) + "/" + path;
-  }
+  if (!MakeAbsolute(&path)) return Status::FromErrno("resolve relative store path " + path, errno);
   while (path.size() > 1 && path.back() == '/') path.pop_back();
   return path;
 }
 
 bool ParsePort(const std::string& s, int* port) {
-  if (s.empty() || s.size() > 5) return false;
-  int v = 0;
-  for (char c : s) {
-    if (c < '0' || c > '9') return false;
-    v = v * 10 + (c - '0');
-  }
-  if (v < 1 || v > 65535) return false;
-  *port = v;
+  uint64_t v = 0;
+  if (s.size() > 5 || !ParseUint64(s, &v) || v < 1 || v > 65535) return false;
+  *port = static_cast<int>(v);
   return true;
 }
 

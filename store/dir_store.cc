@@ -27,6 +27,9 @@
 #include "store/internal/backends.h"
 #include "store/internal/codec.h"
 #include "store/internal/file_util.h"
+#include "util/atomic_file.h"
+#include "util/file_io.h"
+#include "util/string_util.h"
 #include "util/uring_reads.h"
 
 namespace pacset {
@@ -39,11 +42,6 @@ std::string DirGenerationFile(const std::string& name, uint64_t gen) {
 namespace {
 
 constexpr char kPendingSuffix[] = ".pac.pending";
-
-bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 class DirStore;
 

@@ -8,7 +8,6 @@
 
 #include "layout/block.h"
 #include "store/internal/codec.h"
-#include "store/internal/file_util.h"
 #include "store/stored_metadata.h"
 #include "util/atomic_file.h"
 #include "util/file_io.h"
@@ -44,8 +43,8 @@ Status PublishFile(BlockStore& store, const std::string& name, const std::string
   std::string buf(batch * block_size, '\0');
   for (uint64_t first = 0; first < count; first += batch) {
     const uint64_t n = std::min(batch, count - first);
-    PACSET_RETURN_IF_ERROR(store_internal::PreadFull(fd.get(), buf.data(), n * block_size,
-                                                     first * block_size, pac_path));
+    PACSET_RETURN_IF_ERROR(
+        PreadFull(fd.get(), buf.data(), n * block_size, first * block_size, pac_path));
     for (uint64_t i = 0; i < n; ++i) {
       const char* block = buf.data() + i * block_size;
       // Checked before it is stored: a damaged input is never published.
@@ -54,7 +53,7 @@ Status PublishFile(BlockStore& store, const std::string& name, const std::string
       PACSET_RETURN_IF_ERROR(writer->Put(first + i, block));
     }
   }
-  if (info.source_file.empty()) info.source_file = store_internal::BaseName(pac_path);
+  if (info.source_file.empty()) info.source_file = BaseName(pac_path);
   PACSET_RETURN_IF_ERROR(writer->Publish(std::move(info)));
   if (generation_out != nullptr) *generation_out = writer->generation();
   return Status::Ok();
@@ -71,9 +70,8 @@ Status ExportToFile(BlockStore& store, const ForestInfo& forest, const std::stri
       indexes.push_back(b);
     PACSET_RETURN_IF_ERROR(store.MultiGet(forest, indexes, &blocks));
     for (size_t i = 0; i < blocks.size(); ++i)
-      PACSET_RETURN_IF_ERROR(
-          store_internal::PwriteFull(file->fd(), blocks[i].data(), blocks[i].size(),
-                                     indexes[i] * forest.block_size, file->temp_path()));
+      PACSET_RETURN_IF_ERROR(PwriteFull(file->fd(), blocks[i].data(), blocks[i].size(),
+                                        indexes[i] * forest.block_size, file->temp_path()));
   }
   return file->Commit();
 }

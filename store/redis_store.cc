@@ -48,8 +48,8 @@
 #include "store/block_store.h"
 #include "store/internal/backends.h"
 #include "store/internal/codec.h"
-#include "store/internal/file_util.h"
 #include "store/internal/redis_router.h"
+#include "util/string_util.h"
 
 namespace pacset {
 namespace store_internal {

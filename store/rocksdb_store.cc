@@ -73,6 +73,8 @@
 #include "store/internal/codec.h"
 #include "store/internal/file_util.h"
 #include "store/internal/uring_file_system.h"
+#include "util/atomic_file.h"
+#include "util/file_io.h"
 
 namespace pacset {
 namespace store_internal {
@@ -252,6 +254,7 @@ class RocksDbStore final : public BlockStore {
   std::unique_ptr<rocksdb::DB> db_;
   PinFiles pins_;
   std::string secondary_dir_;
+  std::unique_ptr<TempDir> secondary_temp_;  // when secondary_dir_ is under $TMPDIR
   UniqueFd secondary_lock_;
   UniqueFd writer_lock_;  // flock on PATH/writer.lock while this is the primary
 
@@ -446,13 +449,12 @@ Status RocksDbStore::OpenSecondary(const rocksdb::Options& options) {
   if (::access(path_.c_str(), W_OK) == 0 && MakeDirs(path_ + "/secondary").ok()) {
     secondary_dir_ = path_ + "/secondary/" + leaf;
   } else {
-    // A shared directory: mkdtemp, so the name is fresh and ours (mode 0700).
-    const char* tmp = std::getenv("TMPDIR");
-    std::string tmpl =
-        std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/pacset-secondary-XXXXXX";
-    if (::mkdtemp(tmpl.data()) == nullptr)
-      return Status::FromErrno("create a directory for reading store " + where_, errno);
-    secondary_dir_ = std::move(tmpl);
+    // A shared directory: a TempDir, so the name is fresh and ours (mode 0700).
+    auto temp = TempDir::Create("pacset-secondary");
+    if (!temp.ok())
+      return temp.status().WithContext("create a directory for reading store " + where_);
+    secondary_temp_ = std::move(*temp);
+    secondary_dir_ = secondary_temp_->path();
   }
   PACSET_RETURN_IF_ERROR(MakeDirs(secondary_dir_));
   // Held while this instance lives, so the primary can remove dead ones' dirs.

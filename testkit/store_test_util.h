@@ -1,7 +1,8 @@
-// Shared by the store tests and the store_child helper: temporary
-// directories, generated blocks, a real redis-server started on a free
-// loopback port, and per-backend test environments that can damage or count
-// the bytes a backend really stored.
+// Shared by the store tests and the store_child helper: generated blocks, a
+// real redis-server started on a free loopback port, child processes, and
+// per-backend test environments that can damage or count the bytes a
+// backend really stored. Temporary directories are util/atomic_file.h's
+// TempDir; children are started by util/subprocess.h's StartChild.
 #pragma once
 
 #include <fcntl.h>
@@ -10,7 +11,6 @@
 #include <poll.h>
 #include <rocksdb/db.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -28,31 +29,12 @@
 #include "layout/block.h"
 #include "store/block_store.h"
 #include "store/internal/backends.h"
-#include "store/internal/file_util.h"
+#include "util/atomic_file.h"
+#include "util/file_io.h"
+#include "util/subprocess.h"
 
 namespace pacset {
 namespace store_test {
-
-// A fresh directory under $TMPDIR (or /tmp), removed with everything in it.
-class TempDir {
- public:
-  TempDir() {
-    const char* t = std::getenv("TMPDIR");
-    std::string tmpl =
-        std::string(t != nullptr && *t != '\0' ? t : "/tmp") + "/pacset-store-XXXXXX";
-    char* p = ::mkdtemp(tmpl.data());
-    path_ = p != nullptr ? p : "";
-  }
-  ~TempDir() {
-    if (!path_.empty()) store_internal::RemoveTree(path_);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 // Block `index` of a test forest: a payload derived from (seed, index), sealed.
 inline std::string MakeBlock(uint32_t block_size, uint64_t index, uint64_t seed) {
@@ -202,15 +184,6 @@ inline std::string DeleteRedisBlock(int port, const ForestInfo& f, uint64_t inde
   return reply == "1" ? "" : "DEL returned " + reply;
 }
 
-// execv's argument vector over `args` (which must outlive it), built before
-// fork() so that the child calls nothing but async-signal-safe functions.
-inline std::vector<char*> ExecArgv(std::vector<std::string>& args) {
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  return argv;
-}
-
 // A real redis-server on 127.0.0.1, with its own data directory, killed when
 // this object goes (and by the kernel if the test process dies).
 class RedisServer {
@@ -257,17 +230,17 @@ class RedisServer {
   int port() const { return port_; }
   pid_t pid() const { return pid_; }
   std::string uri() const { return "redis://127.0.0.1:" + std::to_string(port_); }
-  const std::string& dir() const { return dir_.path(); }
+  const std::string& dir() const { return dir_->path(); }
 
  private:
   void Reap() {
     int status;
-    ::waitpid(pid_, &status, 0);
+    (void)WaitForChild(pid_, &status);
     pid_ = -1;
   }
   std::string Launch() {
     const std::string port = std::to_string(port_);
-    const std::string log = dir_.path() + "/redis.log";
+    const std::string log = dir_->path() + "/redis.log";
     std::vector<std::string> args = {RedisServerBinary(),
                                      "--port",
                                      port,
@@ -278,7 +251,7 @@ class RedisServer {
                                      "--appendonly",
                                      "no",
                                      "--dir",
-                                     dir_.path(),
+                                     dir_->path(),
                                      "--daemonize",
                                      "no",
                                      "--protected-mode",
@@ -288,28 +261,25 @@ class RedisServer {
       args.push_back(password_);
     }
     args.insert(args.end(), resolved_extra_.begin(), resolved_extra_.end());
-    // Everything the child needs is made before fork(): other threads of the
-    // test may hold the allocator's lock at that moment, and the child must
-    // not allocate (only async-signal-safe calls until execv).
-    std::vector<char*> argv = ExecArgv(args);
-    const int log_fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (log_fd >= 0) {
-        ::dup2(log_fd, 1);
-        ::dup2(log_fd, 2);
-      }
-      ::execv(argv[0], argv.data());
-      ::_exit(127);
+    // The log is opened before the child starts (StartChild: other threads of
+    // the test may hold the allocator's lock at fork()); -1 leaves the
+    // child the test's own output.
+    const UniqueFd log_fd(::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
+    ChildOptions child;
+    child.stdout_fd = child.stderr_fd = log_fd.get();
+    child.search_path = false;
+    child.kill_with_parent = true;
+    const int err = StartChild(args, child, &pid_);
+    if (err != 0) {
+      pid_ = -1;
+      return "cannot start " + args[0] + ": " + std::strerror(err);
     }
-    if (log_fd >= 0) ::close(log_fd);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     while (std::chrono::steady_clock::now() < deadline) {
       int status;
       if (::waitpid(pid_, &status, WNOHANG) == pid_) {
         pid_ = -1;
-        auto text = store_internal::ReadWholeFile(log);
+        auto text = ReadWholeFile(log);
         return "redis-server exited at start: " + (text.ok() ? *text : std::string("(no log)"));
       }
       RawRedis r(port_, password_);
@@ -320,7 +290,7 @@ class RedisServer {
     return "redis-server did not answer PING within 10 s";
   }
 
-  TempDir dir_;
+  std::unique_ptr<TempDir> dir_ = TempDir::Create("pacset-store").value();
   std::string password_;
   std::vector<std::string> extra_, resolved_extra_;
   int port_ = -1;
@@ -336,22 +306,23 @@ class ChildProcess {
   ChildProcess(const ChildProcess&) = delete;
   ChildProcess& operator=(const ChildProcess&) = delete;
 
-  bool Spawn(std::vector<std::string> args, bool with_stderr = false) {
+  // False when the child could not be started (args[0] is a path: no $PATH
+  // search).
+  bool Spawn(const std::vector<std::string>& args, bool with_stderr = false) {
     int fds[2];
-    if (::pipe(fds) != 0) return false;
-    std::vector<char*> argv = ExecArgv(args);  // before fork(): see RedisServer::Launch
-    pid_ = ::fork();
-    if (pid_ < 0) return false;
-    if (pid_ == 0) {
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      ::dup2(fds[1], 1);
-      if (with_stderr) ::dup2(fds[1], 2);
-      ::close(fds[0]);
-      ::close(fds[1]);
-      ::execv(argv[0], argv.data());
-      ::_exit(127);
-    }
+    if (::pipe2(fds, O_CLOEXEC) != 0) return false;
+    ChildOptions child;
+    child.stdout_fd = fds[1];
+    if (with_stderr) child.stderr_fd = fds[1];
+    child.search_path = false;
+    child.kill_with_parent = true;
+    const int err = StartChild(args, child, &pid_);
     ::close(fds[1]);
+    if (err != 0) {
+      ::close(fds[0]);
+      pid_ = -1;
+      return false;
+    }
     out_ = fds[0];
     return true;
   }
@@ -387,7 +358,7 @@ class ChildProcess {
     if (pid_ > 0) {
       ::kill(pid_, SIGKILL);
       int status;
-      ::waitpid(pid_, &status, 0);
+      (void)WaitForChild(pid_, &status);
       pid_ = -1;
     }
     if (out_ >= 0) {
@@ -552,7 +523,7 @@ class RocksDbEnv final : public StoreEnv {
  public:
   std::string Uri() const override { return "rocksdb:" + path(); }
   bool ConcurrentWriterProcesses() const override { return false; }
-  std::string path() const { return dir_.path() + "/store"; }
+  std::string path() const { return dir_->path() + "/store"; }
 
   std::string CorruptStoredBlock(const ForestInfo& f, uint64_t index) override {
     return Modify(f, index, true);
@@ -592,14 +563,14 @@ class RocksDbEnv final : public StoreEnv {
     }
     return s.ok() ? "" : s.ToString();
   }
-  TempDir dir_;
+  std::unique_ptr<TempDir> dir_ = TempDir::Create("pacset-store").value();
 };
 
 class DirEnv final : public StoreEnv {
  public:
   std::string Uri() const override { return "dir:" + path(); }
   bool ConcurrentWriterProcesses() const override { return true; }
-  std::string path() const { return dir_.path() + "/store"; }
+  std::string path() const { return dir_->path() + "/store"; }
 
   std::string CorruptStoredBlock(const ForestInfo& f, uint64_t index) override {
     const std::string file = path() + "/" + store_internal::DirGenerationFile(f.name, f.generation);
@@ -622,10 +593,10 @@ class DirEnv final : public StoreEnv {
   }
   uint64_t RawBlockBytes() override {
     uint64_t bytes = 0;
-    auto names = store_internal::ListDir(path() + "/forests");
+    auto names = ListDir(path() + "/forests");
     if (!names.ok()) return UINT64_MAX;
     for (const auto& n : *names) {
-      auto files = store_internal::ListDir(path() + "/forests/" + n);
+      auto files = ListDir(path() + "/forests/" + n);
       if (!files.ok()) continue;
       for (const auto& f : *files) {
         struct stat st;
@@ -636,7 +607,7 @@ class DirEnv final : public StoreEnv {
   }
 
  private:
-  TempDir dir_;
+  std::unique_ptr<TempDir> dir_ = TempDir::Create("pacset-store").value();
 };
 
 class RedisEnv final : public StoreEnv {

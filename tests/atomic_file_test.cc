@@ -22,6 +22,7 @@
 #include "tools/commands.h"
 #include "util/atomic_file.h"
 #include "util/csv.h"
+#include "util/file_io.h"
 
 namespace pacset {
 namespace {
@@ -126,6 +127,26 @@ TEST_F(AtomicFileTest, TempDirIsPrivateAndRemovedWithItsContents) {
     WriteAll(path + "/file", "y");
   }
   EXPECT_NE(access(path.c_str(), F_OK), 0);
+}
+
+TEST_F(AtomicFileTest, TempDirIsMadeUnderTmpdirElseUnderTmp) {
+  const char* saved = std::getenv("TMPDIR");
+  const std::string saved_value = saved ? saved : "";
+  setenv("TMPDIR", dir_->path().c_str(), 1);
+  auto under_tmpdir = TempDir::Create("pacset-where");
+  setenv("TMPDIR", "", 1);  // empty: as if unset
+  auto under_tmp = TempDir::Create("pacset-where");
+  if (saved) {
+    setenv("TMPDIR", saved_value.c_str(), 1);
+  } else {
+    unsetenv("TMPDIR");
+  }
+  ASSERT_TRUE(under_tmpdir.ok() && under_tmp.ok());
+  EXPECT_EQ(DirName((*under_tmpdir)->path()), dir_->path());
+  EXPECT_EQ(DirName((*under_tmp)->path()), "/tmp");
+  const std::string name = BaseName((*under_tmpdir)->path());
+  EXPECT_EQ(name.rfind("pacset-where-", 0), 0u) << name;
+  EXPECT_EQ(name.size(), std::string("pacset-where-XXXXXX").size()) << name;
 }
 
 // pack -o: the old packer wrote PATH.tmp.PID with O_CREAT|O_TRUNC.

@@ -27,6 +27,7 @@
 #include "testkit/random_forest.h"
 #include "tests/flavor_params.h"
 #include "tools/commands.h"
+#include "util/atomic_file.h"
 
 namespace pacset {
 namespace {
@@ -36,19 +37,17 @@ using testing::MakeAdversarialRows;
 using testing::MakeRandomForest;
 using testing::RandomForestSpec;
 
-// A file in $TMPDIR (or /tmp), removed at the end of the test.
+// A file in a TempDir, removed at the end of the test.
 class TempFile {
  public:
-  explicit TempFile(const std::string& bytes) {
-    const char* t = std::getenv("TMPDIR");
-    path_ = std::string(t && *t ? t : "/tmp") + "/pacset-inflight-XXXXXX";
-    const int fd = mkstemp(path_.data());
+  explicit TempFile(const std::string& bytes)
+      : dir_(TempDir::Create("pacset-inflight").value()), path_(dir_->path() + "/file") {
+    const int fd = open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     EXPECT_GE(fd, 0);
     EXPECT_EQ(write(fd, bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
     EXPECT_EQ(fsync(fd), 0);  // clean pages: DropPages can drop them
     close(fd);
   }
-  ~TempFile() { unlink(path_.c_str()); }
   const std::string& path() const { return path_; }
   // Evicts the file from the page cache: the next reads go to the disk.
   void DropPages() const {
@@ -58,6 +57,7 @@ class TempFile {
   }
 
  private:
+  std::unique_ptr<TempDir> dir_;
   std::string path_;
 };
 

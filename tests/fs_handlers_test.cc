@@ -23,12 +23,12 @@
 #include "protocol/gather.h"
 #include "store/fault_injection_store.h"
 #include "testkit/store_test_util.h"
+#include "util/atomic_file.h"
 
 namespace pacset {
 namespace {
 
 using fs_internal::PacsetFs;
-using store_test::TempDir;
 using store_test::WriteForest;
 
 // Forwards to a real store; List throws while `throw_on_list` is set (a bug
@@ -200,21 +200,21 @@ using fs_internal::kGatherIno;
 using fs_internal::kStatsIno;
 
 struct Fixture {
-  TempDir dir;
+  const auto dir = TempDir::Create("pacset-store").value();
   FaultInjectionStore* store = nullptr;  // owned by fs
   ThrowingStore* thrower = nullptr;      // owned by fs
   std::unique_ptr<PacsetFs> fs;
   std::unique_ptr<FakeKernel> kernel;
 
   explicit Fixture(MountOptions opts = {}) {
-    auto real = OpenBlockStore("dir:" + dir.path() + "/store").value();
+    auto real = OpenBlockStore("dir:" + dir->path() + "/store").value();
     EXPECT_TRUE(WriteForest(*real, "f", 4096, 4).ok());
     auto faults = std::make_unique<FaultInjectionStore>(std::move(real));
     store = faults.get();
     auto throwing = std::make_unique<ThrowingStore>(std::move(faults));
     thrower = throwing.get();
     opts.mountpoint = "/fake";
-    opts.store_uri = "dir:" + dir.path() + "/store";
+    opts.store_uri = "dir:" + dir->path() + "/store";
     fs = std::make_unique<PacsetFs>(opts);
     EXPECT_TRUE(fs->Start(std::move(throwing), nullptr).ok());
     kernel = std::make_unique<FakeKernel>(fs.get());

@@ -39,12 +39,12 @@
 #include "store/publish.h"
 #include "testkit/random_forest.h"
 #include "testkit/store_test_util.h"
+#include "util/atomic_file.h"
 
 namespace pacset {
 namespace {
 
 using store_test::MakeBlock;
-using store_test::TempDir;
 using store_test::WriteForest;
 
 constexpr uint32_t kBs = 4096;
@@ -58,13 +58,13 @@ class ServedMount {
  public:
   explicit ServedMount(int store_timeout_ms = 10000,
                        const std::map<std::string, Forest>& forests = {}, MountOptions opts = {}) {
-    auto real = OpenBlockStore("dir:" + dir_.path() + "/store");
+    auto real = OpenBlockStore("dir:" + dir_->path() + "/store");
     EXPECT_TRUE(real.ok()) << real.status().ToString();
     EXPECT_TRUE(WriteForest(**real, "f", kBs, kBlocks, &gen_).ok());
     for (const auto& [name, forest] : forests) {
       PackOptions po;
       po.block_size = kBs;
-      const std::string pac = dir_.path() + "/" + name + ".pac";
+      const std::string pac = dir_->path() + "/" + name + ".pac";
       EXPECT_TRUE(PackForestToFile(forest, po, pac).ok());
       auto file = PacFile::Open(pac);
       EXPECT_TRUE(file.ok()) << file.status().ToString();
@@ -81,11 +81,11 @@ class ServedMount {
     real_ = std::move(*real);
     store_ = std::make_unique<FaultInjectionStore>(real_.get());
     auto fault = std::make_unique<FaultInjectionStore>(store_.get());
-    mountpoint_ = dir_.path() + "/mnt";
+    mountpoint_ = dir_->path() + "/mnt";
     ::mkdir(mountpoint_.c_str(), 0755);
-    ::chmod(dir_.path().c_str(), 0755);  // threads acting as other users (AsUser) reach the mount
+    ::chmod(dir_->path().c_str(), 0755);  // threads acting as other users (AsUser) reach the mount
     opts.mountpoint = mountpoint_;
-    opts.store_uri = "dir:" + dir_.path() + "/store";
+    opts.store_uri = "dir:" + dir_->path() + "/store";
     opts.foreground = true;
     opts.store_timeout_ms = store_timeout_ms;
     std::promise<bool> up;
@@ -123,7 +123,7 @@ class ServedMount {
   std::string Block(uint64_t b) const { return MakeBlock(kBs, b, gen_); }
 
  private:
-  TempDir dir_;
+  std::unique_ptr<TempDir> dir_ = TempDir::Create("pacset-store").value();
   uint64_t gen_ = 0;
   std::unique_ptr<BlockStore> real_;
   std::unique_ptr<FaultInjectionStore> store_;

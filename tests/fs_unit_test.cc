@@ -26,6 +26,7 @@
 #include "protocol/control.h"
 #include "store/fault_injection_store.h"
 #include "testkit/store_test_util.h"
+#include "util/atomic_file.h"
 
 namespace pacset {
 namespace {
@@ -37,18 +38,17 @@ using fs_internal::GatherHandles;
 using fs_internal::Notifier;
 using fs_internal::Tracing;
 using store_test::MakeBlock;
-using store_test::TempDir;
 using store_test::WriteForest;
 
 constexpr uint32_t kBs = 4096;
 
 // A real dir: store with forests, behind a fault-injecting wrapper.
 struct StoreFixture {
-  TempDir dir;
+  const auto dir = TempDir::Create("pacset-store").value();
   std::unique_ptr<BlockStore> real;
   std::unique_ptr<FaultInjectionStore> store;
   StoreFixture() {
-    real = OpenBlockStore("dir:" + dir.path() + "/store").value();
+    real = OpenBlockStore("dir:" + dir->path() + "/store").value();
     store = std::make_unique<FaultInjectionStore>(real.get());
   }
 };

@@ -22,6 +22,7 @@
 #include "testkit/random_forest.h"
 #include "testkit/store_test_util.h"
 #include "tests/test_files.h"
+#include "util/atomic_file.h"
 
 namespace pacset {
 namespace {
@@ -381,8 +382,8 @@ TEST(HostilePac, AFileRewrittenUnderItsMappingGivesPredictionsOrErrorsNeverASign
     std::memcpy(bad.data() + at, &n, 16);
   }
   testing::ResealPac(bad);
-  store_test::TempDir dir;
-  const std::string path = dir.path() + "/rewritten.pac";
+  const auto dir = TempDir::Create("pacset-store").value();
+  const std::string path = dir->path() + "/rewritten.pac";
   pacset::testing::WriteAll(path, good);
   std::atomic<bool> stop{false};
   std::thread writer([&] {

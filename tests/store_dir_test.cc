@@ -9,6 +9,7 @@
 #include "store/internal/backends.h"
 #include "testkit/page_cache.h"
 #include "testkit/store_test_util.h"
+#include "util/atomic_file.h"
 
 namespace pacset {
 namespace {
@@ -17,7 +18,6 @@ using store_test::DirectReadsWork;
 using store_test::EvictFromPageCache;
 using store_test::MakeBlock;
 using store_test::ResidentPages;
-using store_test::TempDir;
 using store_test::WriteForest;
 
 // A dir store in a temporary directory with one forest of `blocks` blocks of
@@ -29,7 +29,7 @@ class DirStoreTest : public ::testing::Test {
   bool Make(bool direct, uint32_t bs, uint64_t blocks) {
     StoreOptions o;
     o.direct_reads = direct;
-    auto store = OpenBlockStore("dir:" + tmp_.path() + "/store", o);
+    auto store = OpenBlockStore("dir:" + tmp_->path() + "/store", o);
     EXPECT_TRUE(store.ok()) << store.status().ToString();
     if (!store.ok()) return false;
     store_ = std::move(*store);
@@ -40,7 +40,7 @@ class DirStoreTest : public ::testing::Test {
     EXPECT_TRUE(info.ok()) << info.status().ToString();
     if (!info.ok()) return false;
     info_ = *info;
-    file_ = tmp_.path() + "/store/" + store_internal::DirGenerationFile("model", gen);
+    file_ = tmp_->path() + "/store/" + store_internal::DirGenerationFile("model", gen);
     return true;
   }
   bool Evict(bool direct) {
@@ -71,7 +71,7 @@ class DirStoreTest : public ::testing::Test {
     return page < pages.size() && pages[page];
   }
 
-  TempDir tmp_;
+  std::unique_ptr<TempDir> tmp_ = TempDir::Create("pacset-store").value();
   std::unique_ptr<BlockStore> store_;
   ForestInfo info_;
   uint32_t bs_ = 0;

@@ -7,6 +7,7 @@
 #include "store/fault_injection_store.h"
 #include "store/publish.h"
 #include "testkit/store_test_util.h"
+#include "util/atomic_file.h"
 
 namespace pacset {
 namespace {
@@ -136,8 +137,8 @@ TEST_P(FaultInjectionStoreTest, CountsReadsAndBlocks) {
 }
 
 TEST_P(FaultInjectionStoreTest, FullDiskDuringImportLosesNothing) {
-  store_test::TempDir tmp;
-  const std::string pac = tmp.path() + "/new.pac";
+  const auto tmp = TempDir::Create("pacset-store").value();
+  const std::string pac = tmp->path() + "/new.pac";
   {
     std::string bytes;
     for (uint64_t i = 0; i < 40; ++i) bytes += MakeBlock(4096, i, 777);
@@ -176,8 +177,8 @@ TEST_P(FaultInjectionStoreTest, FullDiskDuringImportLosesNothing) {
 }
 
 TEST(FaultInjectionStore, BorrowsAStoreItDoesNotOwn) {
-  store_test::TempDir tmp;
-  auto inner = OpenBlockStore("dir:" + tmp.path() + "/s");
+  const auto tmp = TempDir::Create("pacset-store").value();
+  auto inner = OpenBlockStore("dir:" + tmp->path() + "/s");
   ASSERT_TRUE(inner.ok());
   {
     FaultInjectionStore wrapper(inner->get());

@@ -14,12 +14,13 @@
 #include "testkit/store_test_util.h"
 #include "tests/deadline.h"
 #include "tests/test_files.h"
+#include "util/atomic_file.h"
+#include "util/file_io.h"
 
 namespace pacset {
 namespace {
 
 using store_test::MakeBlock;
-using store_test::TempDir;
 
 void WriteFile(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary) << bytes;
@@ -41,9 +42,9 @@ class PublishTest : public ::testing::TestWithParam<std::string> {
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     store_ = std::move(*s);
   }
-  std::string Path(const std::string& leaf) const { return tmp_.path() + "/" + leaf; }
+  std::string Path(const std::string& leaf) const { return tmp_->path() + "/" + leaf; }
 
-  TempDir tmp_;
+  std::unique_ptr<TempDir> tmp_ = TempDir::Create("pacset-store").value();
   std::unique_ptr<store_test::StoreEnv> env_;
   std::unique_ptr<BlockStore> store_;
 };
@@ -103,8 +104,8 @@ TEST_P(PublishTest, AnInputThatIsNotARegularFileIsRefusedAtOnce) {
   });
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
   EXPECT_EQ(s.message(), fifo + " is a FIFO, not a regular file");
-  s = PublishFile(*store_, "m", tmp_.path(), 4096, ForestInfo{}, nullptr);
-  EXPECT_EQ(s.message(), tmp_.path() + " is a directory, not a regular file");
+  s = PublishFile(*store_, "m", tmp_->path(), 4096, ForestInfo{}, nullptr);
+  EXPECT_EQ(s.message(), tmp_->path() + " is a directory, not a regular file");
   EXPECT_EQ(store_->Lookup("m").status().code(), StatusCode::kNotFound);
 }
 
@@ -149,7 +150,7 @@ TEST_P(PublishTest, AFailedExportLeavesTheDestinationUntouched) {
   Status s = ExportToFile(faulty, *info, Path("dest.pac"));
   EXPECT_EQ(s.code(), StatusCode::kCorruption) << s.ToString();
   EXPECT_EQ(::pacset::testing::ReadAll(Path("dest.pac")), "previous contents");
-  auto names = store_internal::ListDir(tmp_.path());
+  auto names = ListDir(tmp_->path());
   ASSERT_TRUE(names.ok());
   for (const auto& n : *names) EXPECT_EQ(n.find(".tmp-"), std::string::npos) << n;
 }

@@ -14,13 +14,14 @@
 #include "store/internal/uring_file_system.h"
 #include "testkit/page_cache.h"
 #include "testkit/store_test_util.h"
+#include "util/atomic_file.h"
+#include "util/file_io.h"
 #include "util/uring_reads.h"
 
 namespace pacset {
 namespace {
 
 using store_test::MakeBlock;
-using store_test::TempDir;
 using store_test::WriteForest;
 
 StoreOptions Opts(bool read_only) {
@@ -32,8 +33,8 @@ StoreOptions Opts(bool read_only) {
 }
 
 TEST(RocksDbStore, SecondaryReaderSeesAGenerationPublishedByTheWriterAfterRefresh) {
-  TempDir tmp;
-  const std::string uri = "rocksdb:" + tmp.path() + "/store";
+  const auto tmp = TempDir::Create("pacset-store").value();
+  const std::string uri = "rocksdb:" + tmp->path() + "/store";
   auto writer = OpenBlockStore(uri, Opts(false));
   ASSERT_TRUE(writer.ok()) << writer.status().ToString();
   uint64_t g1 = 0;
@@ -67,8 +68,8 @@ TEST(RocksDbStore, SecondaryReaderSeesAGenerationPublishedByTheWriterAfterRefres
 }
 
 TEST(RocksDbStore, SecondaryReaderPinKeepsItsGenerationFromTheWritersCollection) {
-  TempDir tmp;
-  const std::string uri = "rocksdb:" + tmp.path() + "/store";
+  const auto tmp = TempDir::Create("pacset-store").value();
+  const std::string uri = "rocksdb:" + tmp->path() + "/store";
   auto writer = OpenBlockStore(uri, Opts(false));
   ASSERT_TRUE(writer.ok());
   uint64_t g1 = 0;
@@ -92,8 +93,8 @@ TEST(RocksDbStore, SecondaryReaderPinKeepsItsGenerationFromTheWritersCollection)
 }
 
 TEST(RocksDbStore, ASecondWriterInTheSameProcessWaitsThenFailsWithStoreIsBusy) {
-  TempDir tmp;
-  const std::string uri = "rocksdb:" + tmp.path() + "/store";
+  const auto tmp = TempDir::Create("pacset-store").value();
+  const std::string uri = "rocksdb:" + tmp->path() + "/store";
   auto first = OpenBlockStore(uri, Opts(false));
   ASSERT_TRUE(first.ok());
   const auto t0 = std::chrono::steady_clock::now();
@@ -108,8 +109,8 @@ TEST(RocksDbStore, ASecondWriterInTheSameProcessWaitsThenFailsWithStoreIsBusy) {
 }
 
 TEST(RocksDbStore, AWriterInAnotherProcessMakesThisOneBusyUntilItExits) {
-  TempDir tmp;
-  const std::string uri = "rocksdb:" + tmp.path() + "/store";
+  const auto tmp = TempDir::Create("pacset-store").value();
+  const std::string uri = "rocksdb:" + tmp->path() + "/store";
   ASSERT_TRUE(OpenBlockStore(uri, Opts(false)).ok());  // create it
   store_test::ChildProcess child;
   ASSERT_TRUE(child.Spawn({PACSET_STORE_CHILD, "hold", uri}));
@@ -122,36 +123,36 @@ TEST(RocksDbStore, AWriterInAnotherProcessMakesThisOneBusyUntilItExits) {
 }
 
 TEST(RocksDbStore, SecondaryInstanceDirectoryIsRemovedWhenTheReaderCloses) {
-  TempDir tmp;
-  const std::string path = tmp.path() + "/store";
+  const auto tmp = TempDir::Create("pacset-store").value();
+  const std::string path = tmp->path() + "/store";
   ASSERT_TRUE(OpenBlockStore("rocksdb:" + path, Opts(false)).ok());
   {
     auto reader = OpenBlockStore("rocksdb:" + path, Opts(true));
     ASSERT_TRUE(reader.ok());
-    auto names = store_internal::ListDir(path + "/secondary");
+    auto names = ListDir(path + "/secondary");
     ASSERT_TRUE(names.ok());
     EXPECT_EQ(names->size(), 1u);
   }
-  auto names = store_internal::ListDir(path + "/secondary");
+  auto names = ListDir(path + "/secondary");
   ASSERT_TRUE(names.ok());
   EXPECT_TRUE(names->empty());
 }
 
 TEST(RocksDbStore, GarbageCollectionReclaimsTheSpaceOfLargeGenerations) {
-  TempDir tmp;
-  const std::string uri = "rocksdb:" + tmp.path() + "/store";
+  const auto tmp = TempDir::Create("pacset-store").value();
+  const std::string uri = "rocksdb:" + tmp->path() + "/store";
   auto store = OpenBlockStore(uri, Opts(false));
   ASSERT_TRUE(store.ok());
   // 3 x 16 MiB generations; only the last one's bytes remain.
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(WriteForest(**store, "big", 65536, 256).ok());
   store->reset();
   uint64_t sst_bytes = 0;
-  auto files = store_internal::ListDir(tmp.path() + "/store");
+  auto files = ListDir(tmp->path() + "/store");
   ASSERT_TRUE(files.ok());
   for (const auto& f : *files) {
     if (f.size() > 4 && f.substr(f.size() - 4) == ".sst") {
       struct stat st;
-      ASSERT_EQ(::stat((tmp.path() + "/store/" + f).c_str(), &st), 0);
+      ASSERT_EQ(::stat((tmp->path() + "/store/" + f).c_str(), &st), 0);
       sst_bytes += st.st_size;
     }
   }
@@ -178,8 +179,8 @@ uint64_t ReadCalls() {
 TEST(RocksDbStore, AMultiGetReadsItsBlocksWithoutAReadCallPerBlock) {
   if (!store_internal::UringMultiReadUsable())
     GTEST_SKIP() << "no io_uring here, or a ThreadSanitizer build";
-  TempDir tmp;
-  const std::string uri = "rocksdb:" + tmp.path() + "/store";
+  const auto tmp = TempDir::Create("pacset-store").value();
+  const std::string uri = "rocksdb:" + tmp->path() + "/store";
   constexpr uint64_t kBlocks = 256;
   uint64_t gen = 0;
   {
@@ -206,7 +207,7 @@ TEST(RocksDbStore, AMultiGetReadsItsBlocksWithoutAReadCallPerBlock) {
 // skips) where pages stay resident (tmpfs) or O_DIRECT is refused.
 bool EvictTables(const std::string& dir, std::vector<std::string>* tables) {
   tables->clear();
-  auto names = store_internal::ListDir(dir);
+  auto names = ListDir(dir);
   if (!names.ok()) return false;
   for (const std::string& n : *names)
     if (n.size() > 4 && n.compare(n.size() - 4, 4, ".sst") == 0) tables->push_back(dir + "/" + n);
@@ -227,8 +228,8 @@ size_t ResidentTablePages(const std::vector<std::string>& tables) {
 TEST(RocksDbStore, AReaderWithDirectReadsReadsScatteredBlocksPastThePageCache) {
   if (!store_internal::UringMultiReadUsable())
     GTEST_SKIP() << "no io_uring here, or a ThreadSanitizer build";
-  TempDir tmp;
-  const std::string dir = tmp.path() + "/store";
+  const auto tmp = TempDir::Create("pacset-store").value();
+  const std::string dir = tmp->path() + "/store";
   constexpr uint64_t kBlocks = 256;
   uint64_t gen = 0;
   {
@@ -274,8 +275,8 @@ TEST(RocksDbStore, AReaderWithDirectReadsReadsScatteredBlocksPastThePageCache) {
 // in any order, beyond one ring full (64); one running past the end is short.
 TEST(UringMultiReadFileSystem, EveryRequestGetsTheBytesAtItsOffset) {
   if (!UringAvailable()) GTEST_SKIP() << "the kernel refuses io_uring here";
-  TempDir tmp;
-  const std::string path = tmp.path() + "/table";
+  const auto tmp = TempDir::Create("pacset-store").value();
+  const std::string path = tmp->path() + "/table";
   constexpr size_t kLen = 4101, kSize = 200 * 4096;
   std::string bytes(kSize, '\0');
   std::mt19937_64 rng(11);
@@ -305,8 +306,8 @@ TEST(UringMultiReadFileSystem, EveryRequestGetsTheBytesAtItsOffset) {
 // read past the page cache, and every request gets the bytes at its offset.
 TEST(UringMultiReadFileSystem, WithDirectReadsScatteredRequestsGetTheBytesAtTheirOffsets) {
   if (!UringAvailable()) GTEST_SKIP() << "the kernel refuses io_uring here";
-  TempDir tmp;
-  const std::string path = tmp.path() + "/table";
+  const auto tmp = TempDir::Create("pacset-store").value();
+  const std::string path = tmp->path() + "/table";
   constexpr size_t kSize = 200 * 4096 + 1234;
   std::string bytes(kSize, '\0');
   std::mt19937_64 rng(12);

@@ -7,11 +7,11 @@
 
 #include "store/block_store.h"
 #include "testkit/store_test_util.h"
+#include "util/atomic_file.h"
+#include "util/file_io.h"
 
 namespace pacset {
 namespace {
-
-using store_test::TempDir;
 
 Status OpenStatus(const std::string& uri, bool read_only = false) {
   StoreOptions o;
@@ -48,29 +48,29 @@ TEST(StoreUri, MalformedUrisAreRejectedWithTheReason) {
 }
 
 TEST(StoreUri, ReadOnlyOpenOfAMissingStoreIsNotFound) {
-  TempDir tmp;
+  const auto tmp = TempDir::Create("pacset-store").value();
   for (const std::string scheme : {"rocksdb:", "dir:"}) {
-    Status s = OpenStatus(scheme + tmp.path() + "/nothing-here", true);
+    Status s = OpenStatus(scheme + tmp->path() + "/nothing-here", true);
     EXPECT_EQ(s.code(), StatusCode::kNotFound) << s.ToString();
-    EXPECT_NE(s.message().find("no store at " + scheme + tmp.path()), std::string::npos)
+    EXPECT_NE(s.message().find("no store at " + scheme + tmp->path()), std::string::npos)
         << s.ToString();
   }
 }
 
 TEST(StoreUri, WritableOpenCreatesTheStoreAndItsParents) {
-  TempDir tmp;
-  EXPECT_TRUE(OpenStatus("rocksdb:" + tmp.path() + "/a/b/rocks").ok());
-  EXPECT_TRUE(OpenStatus("dir:" + tmp.path() + "/c/d/dir").ok());
-  EXPECT_TRUE(store_internal::IsDirectory(tmp.path() + "/a/b/rocks"));
-  EXPECT_TRUE(store_internal::PathExists(tmp.path() + "/c/d/dir/catalog"));
+  const auto tmp = TempDir::Create("pacset-store").value();
+  EXPECT_TRUE(OpenStatus("rocksdb:" + tmp->path() + "/a/b/rocks").ok());
+  EXPECT_TRUE(OpenStatus("dir:" + tmp->path() + "/c/d/dir").ok());
+  EXPECT_TRUE(IsDirectory(tmp->path() + "/a/b/rocks"));
+  EXPECT_TRUE(PathExists(tmp->path() + "/c/d/dir/catalog"));
   // ... and then opens them read-only.
-  EXPECT_TRUE(OpenStatus("rocksdb:" + tmp.path() + "/a/b/rocks", true).ok());
-  EXPECT_TRUE(OpenStatus("dir:" + tmp.path() + "/c/d/dir", true).ok());
+  EXPECT_TRUE(OpenStatus("rocksdb:" + tmp->path() + "/a/b/rocks", true).ok());
+  EXPECT_TRUE(OpenStatus("dir:" + tmp->path() + "/c/d/dir", true).ok());
 }
 
 TEST(StoreUri, AFileWhereTheStoreDirectoryShouldBeIsRejected) {
-  TempDir tmp;
-  const std::string file = tmp.path() + "/plain-file";
+  const auto tmp = TempDir::Create("pacset-store").value();
+  const std::string file = tmp->path() + "/plain-file";
   std::ofstream(file) << "x";
   for (const std::string scheme : {"rocksdb:", "dir:"}) {
     Status s = OpenStatus(scheme + file);
@@ -82,59 +82,59 @@ TEST(StoreUri, AFileWhereTheStoreDirectoryShouldBeIsRejected) {
 }
 
 TEST(StoreUri, AForeignNonEmptyDirectoryIsNotTakenOver) {
-  TempDir tmp;
-  std::ofstream(tmp.path() + "/notes.txt") << "mine";
+  const auto tmp = TempDir::Create("pacset-store").value();
+  std::ofstream(tmp->path() + "/notes.txt") << "mine";
   for (const std::string scheme : {"rocksdb:", "dir:"}) {
-    Status s = OpenStatus(scheme + tmp.path());
+    Status s = OpenStatus(scheme + tmp->path());
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
     EXPECT_NE(s.message().find("is not empty"), std::string::npos) << s.ToString();
   }
 }
 
 TEST(StoreUri, OpeningAStoreWithTheWrongSchemeNamesTheRightOne) {
-  TempDir tmp;
-  ASSERT_TRUE(OpenStatus("rocksdb:" + tmp.path() + "/r").ok());
-  ASSERT_TRUE(OpenStatus("dir:" + tmp.path() + "/d").ok());
-  Status s = OpenStatus("dir:" + tmp.path() + "/r");
+  const auto tmp = TempDir::Create("pacset-store").value();
+  ASSERT_TRUE(OpenStatus("rocksdb:" + tmp->path() + "/r").ok());
+  ASSERT_TRUE(OpenStatus("dir:" + tmp->path() + "/d").ok());
+  Status s = OpenStatus("dir:" + tmp->path() + "/r");
   EXPECT_NE(s.message().find("open it as rocksdb:"), std::string::npos) << s.ToString();
-  s = OpenStatus("rocksdb:" + tmp.path() + "/d");
+  s = OpenStatus("rocksdb:" + tmp->path() + "/d");
   EXPECT_NE(s.message().find("open it as dir:"), std::string::npos) << s.ToString();
 }
 
 TEST(StoreUri, UnwritableStoreDirectoryIsAClearError) {
   if (::geteuid() == 0) GTEST_SKIP() << "root can write anywhere";
-  TempDir tmp;
-  ASSERT_TRUE(OpenStatus("dir:" + tmp.path() + "/d").ok());
-  ASSERT_EQ(::chmod((tmp.path() + "/d").c_str(), 0555), 0);
-  Status s = OpenStatus("dir:" + tmp.path() + "/d");
+  const auto tmp = TempDir::Create("pacset-store").value();
+  ASSERT_TRUE(OpenStatus("dir:" + tmp->path() + "/d").ok());
+  ASSERT_EQ(::chmod((tmp->path() + "/d").c_str(), 0555), 0);
+  Status s = OpenStatus("dir:" + tmp->path() + "/d");
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("not writable"), std::string::npos) << s.ToString();
-  EXPECT_TRUE(OpenStatus("dir:" + tmp.path() + "/d", true).ok());
-  ::chmod((tmp.path() + "/d").c_str(), 0755);
+  EXPECT_TRUE(OpenStatus("dir:" + tmp->path() + "/d", true).ok());
+  ::chmod((tmp->path() + "/d").c_str(), 0755);
 }
 
 TEST(StoreUri, RelativeAndHomePathsAreMadeAbsolute) {
-  TempDir tmp;
+  const auto tmp = TempDir::Create("pacset-store").value();
   const char* old_home = std::getenv("HOME");
   const std::string saved = old_home != nullptr ? old_home : "";
-  ::setenv("HOME", tmp.path().c_str(), 1);
+  ::setenv("HOME", tmp->path().c_str(), 1);
   auto store = OpenBlockStore("dir:~/stores/x");
   ASSERT_TRUE(store.ok()) << store.status().ToString();
   auto st = (*store)->Stat();
   ASSERT_TRUE(st.ok());
-  EXPECT_EQ(st->location, tmp.path() + "/stores/x");
+  EXPECT_EQ(st->location, tmp->path() + "/stores/x");
   EXPECT_EQ(st->backend, "dir");
   ::setenv("HOME", saved.c_str(), 1);
 
   char cwd[4096];
   ASSERT_NE(::getcwd(cwd, sizeof cwd), nullptr);
-  ASSERT_EQ(::chdir(tmp.path().c_str()), 0);
+  ASSERT_EQ(::chdir(tmp->path().c_str()), 0);
   auto rel = OpenBlockStore("rocksdb:rel/store/");
   ASSERT_EQ(::chdir(cwd), 0);
   ASSERT_TRUE(rel.ok()) << rel.status().ToString();
   st = (*rel)->Stat();
   ASSERT_TRUE(st.ok());
-  EXPECT_EQ(st->location, tmp.path() + "/rel/store");
+  EXPECT_EQ(st->location, tmp->path() + "/rel/store");
   EXPECT_EQ(st->backend, "rocksdb");
 }
 

@@ -7,10 +7,156 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <fcntl.h>
+#include <sys/wait.h>
+
+#include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/deadline.h"
+#include "util/atomic_file.h"
 
 namespace pacset {
 namespace {
+
+// What a child started by StartChild wrote (stdout and stderr both, to a
+// pipe) and its wait status.
+struct Ran {
+  int start_error = -1;
+  std::string out;
+  int wstatus = 0;
+};
+
+Ran RunChild(const std::vector<std::string>& args, ChildOptions options = {}) {
+  Ran r;
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return r;
+  options.stdout_fd = options.stderr_fd = fds[1];
+  pid_t pid = -1;
+  r.start_error = StartChild(args, options, &pid);
+  close(fds[1]);
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(fds[0], buf, sizeof buf)) > 0) r.out.append(buf, static_cast<size_t>(n));
+  close(fds[0]);
+  if (r.start_error == 0) {
+    EXPECT_TRUE(WaitForChild(pid, &r.wstatus));
+  }
+  return r;
+}
+
+TEST(StartChild, RunsAProgramFoundOnPathWithItsArguments) {
+  const Ran r = RunChild({"sh", "-c", "echo $0 $1; echo err >&2; exit 3", "zero", "one"});
+  ASSERT_EQ(r.start_error, 0);
+  EXPECT_EQ(r.out, "zero one\nerr\n");
+  ASSERT_TRUE(WIFEXITED(r.wstatus));
+  EXPECT_EQ(WEXITSTATUS(r.wstatus), 3);
+}
+
+TEST(StartChild, ReportsWhatCannotBeStartedAsItsErrno) {
+  EXPECT_EQ(RunChild({"/nonexistent/program"}).start_error, ENOENT);
+  EXPECT_EQ(RunChild({"pacset-no-such-program"}).start_error, ENOENT);
+  EXPECT_EQ(RunChild({""}).start_error, ENOENT);
+  EXPECT_EQ(RunChild({}).start_error, ENOENT);
+  ChildOptions no_search;
+  no_search.search_path = false;  // "true" is then ./true, which is not there
+  EXPECT_EQ(RunChild({"true"}, no_search).start_error, ENOENT);
+  auto dir = TempDir::Create("subprocess-test").value();
+  const std::string file = dir->path() + "/not-executable";
+  ASSERT_TRUE(WriteFileAtomically(file, "exit 0\n", 0644).ok());
+  EXPECT_EQ(RunChild({file}).start_error, EACCES);
+}
+
+TEST(StartChild, GivesTheChildTheVariablesItIsAskedToAndKeepsTheOthers) {
+  ASSERT_EQ(setenv("PACSET_SUBPROCESS_TEST_A", "parent", 1), 0);
+  ASSERT_EQ(setenv("PACSET_SUBPROCESS_TEST_B", "kept", 1), 0);
+  ChildOptions o;
+  o.env = {"PACSET_SUBPROCESS_TEST_A=child", "PACSET_SUBPROCESS_TEST_C=new"};
+  const Ran r = RunChild({"sh", "-c",
+                          "echo $PACSET_SUBPROCESS_TEST_A $PACSET_SUBPROCESS_TEST_B "
+                          "$PACSET_SUBPROCESS_TEST_C; env | grep -c ^PACSET_SUBPROCESS_TEST_A="},
+                         o);
+  ASSERT_EQ(r.start_error, 0);
+  EXPECT_EQ(r.out, "child kept new\n1\n");
+  EXPECT_STREQ(getenv("PACSET_SUBPROCESS_TEST_A"), "parent");
+  EXPECT_EQ(getenv("PACSET_SUBPROCESS_TEST_C"), nullptr);
+  unsetenv("PACSET_SUBPROCESS_TEST_A");
+  unsetenv("PACSET_SUBPROCESS_TEST_B");
+}
+
+TEST(StartChild, InstallsTheSignalDispositionsItIsGiven) {
+  struct sigaction ignore {
+  }, old{};
+  ignore.sa_handler = SIG_IGN;
+  ASSERT_EQ(sigaction(SIGUSR1, &ignore, &old), 0);
+  const std::vector<std::string> kill_self = {"sh", "-c", "kill -USR1 $$; exit 0"};
+  const Ran ignored = RunChild(kill_self);  // an ignored signal stays ignored across exec
+  ChildOptions o;
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  o.signal_actions = {{SIGUSR1, dfl}};
+  const Ran killed = RunChild(kill_self, o);
+  sigaction(SIGUSR1, &old, nullptr);
+  ASSERT_EQ(ignored.start_error, 0);
+  EXPECT_TRUE(WIFEXITED(ignored.wstatus) && WEXITSTATUS(ignored.wstatus) == 0);
+  ASSERT_EQ(killed.start_error, 0);
+  EXPECT_TRUE(WIFSIGNALED(killed.wstatus) && WTERMSIG(killed.wstatus) == SIGUSR1);
+}
+
+TEST(StartChild, RunsAScriptWithoutAnInterpreterLineWithShOnlyWhenAsked) {
+  auto dir = TempDir::Create("subprocess-test").value();
+  const std::string script = dir->path() + "/script";
+  ASSERT_TRUE(WriteFileAtomically(script, "echo \"$0 $1\"; exit 7\n", 0755).ok());
+  EXPECT_EQ(RunChild({script, "arg"}).start_error, ENOEXEC);
+  ChildOptions o;
+  o.run_scripts_with_sh = true;
+  const Ran r = RunChild({script, "arg"}, o);
+  ASSERT_EQ(r.start_error, 0);
+  EXPECT_EQ(r.out, script + " arg\n");
+  EXPECT_TRUE(WIFEXITED(r.wstatus) && WEXITSTATUS(r.wstatus) == 7);
+}
+
+TEST(StartChild, KillsTheChildWhenTheThreadThatStartedItEnds) {
+  ChildOptions o;
+  o.kill_with_parent = true;
+  pid_t pid = -1;
+  int start_error = -1;
+  std::thread([&] { start_error = StartChild({"sleep", "30"}, o, &pid); }).join();
+  ASSERT_EQ(start_error, 0);
+  int wstatus = 0;
+  ASSERT_TRUE(::pacset::testing::FinishesWithin(std::chrono::seconds(20), "wait for the child",
+                                                [&] { return WaitForChild(pid, &wstatus); }));
+  EXPECT_TRUE(WIFSIGNALED(wstatus) && WTERMSIG(wstatus) == SIGKILL);
+}
+
+// The child of a threaded program must not need a lock another thread may
+// hold at fork() (the allocator's): e4bc0c5, where a child that built its
+// argv after fork() hung under AddressSanitizer.
+TEST(StartChild, StartsChildrenWhileOtherThreadsAllocate) {
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> allocators;
+  for (int t = 0; t < 3; ++t)
+    allocators.emplace_back([&stop] {
+      while (!stop.load()) std::vector<std::string> v(64, std::string(200, 'x'));
+    });
+  const int started =
+      ::pacset::testing::FinishesWithin(std::chrono::seconds(60), "100 children", [] {
+        int ok = 0;
+        for (int i = 0; i < 100; ++i) {
+          const Ran r = RunChild({"true"});
+          ok += r.start_error == 0 && WIFEXITED(r.wstatus) && WEXITSTATUS(r.wstatus) == 0;
+        }
+        return ok;
+      });
+  stop = true;
+  for (auto& t : allocators) t.join();
+  EXPECT_EQ(started, 100);
+}
 
 TEST(RunCollecting, CollectsStdoutAndStderrApartWithTheExitStatus) {
   std::string out, err;

@@ -662,11 +662,6 @@ StatusOr<std::unique_ptr<BlockStore>> OpenStoreFor(const StoreCommandOptions& o,
   return s;
 }
 
-std::string BaseName(const std::string& p) {
-  const size_t i = p.rfind('/');
-  return i == std::string::npos ? p : p.substr(i + 1);
-}
-
 std::string TimeString(int64_t unix_ns) {
   const time_t t = static_cast<time_t>(unix_ns / 1000000000);
   char buf[64];

@@ -44,13 +44,6 @@ StatusOr<nlohmann::json> ReadStats(const std::string& mount) {
   return j;
 }
 
-std::string AbsolutePath(const std::string& p) {
-  if (!p.empty() && p[0] == '/') return p;
-  char cwd[PATH_MAX];
-  if (!getcwd(cwd, sizeof(cwd))) return p;
-  return std::string(cwd) + "/" + p;
-}
-
 std::vector<std::string> SplitComma(const std::string& s) {
   std::vector<std::string> out;
   size_t pos = 0;
@@ -89,20 +82,19 @@ Status RunRecord(const RecordOptions& o, int* command_status) {
     return Status::InvalidArgument(
         mount + " is already tracing to " + stats["trace"].value("path", std::string("?")) +
         "; stop it first (echo 'trace stop' > " + mount + "/.pacsetfs/control)");
-  const std::string trace = AbsolutePath(o.output);
+  std::string trace = o.output;
+  (void)MakeAbsolute(&trace);  // kept as given when the working directory is gone
   // The daemon creates the trace and never overwrites a file; an earlier
   // output of ours is replaced, by us, with our own rights.
   if (unlink(trace.c_str()) != 0 && errno != ENOENT)
     return Status::FromErrno("cannot replace " + trace, errno);
-  const char* tmpdir = std::getenv("TMPDIR");
-  std::string marks = std::string(tmpdir && *tmpdir ? tmpdir : "/tmp") + "/pacset-marks-XXXXXX";
-  const int mfd = mkstemp(marks.data());
-  if (mfd < 0) return Status::FromErrno("cannot create a request marks file in /tmp", errno);
-  close(mfd);
-  struct Cleanup {
-    std::string path;
-    ~Cleanup() { unlink(path.c_str()); }
-  } cleanup{marks};
+  // The command appends its request marks to $PACSET_REQUEST_MARKS: an empty
+  // file in a private directory, removed (with the directory) on return.
+  auto marks_dir = TempDir::Create("pacset-marks");
+  if (!marks_dir.ok()) return marks_dir.status().WithContext("cannot create a request marks file");
+  const std::string marks = (*marks_dir)->path() + "/marks";
+  if (!UniqueFd(open(marks.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600)).valid())
+    return Status::FromErrno("cannot create a request marks file " + marks, errno);
   if (o.cold) PACSET_RETURN_IF_ERROR(SendControlCommand(mount, ControlCommand::Drop("*")));
   PACSET_RETURN_IF_ERROR(SendControlCommand(mount, ControlCommand::TraceStart(trace)));
 
@@ -112,23 +104,21 @@ Status RunRecord(const RecordOptions& o, int* command_status) {
   ignore.sa_handler = SIG_IGN;
   sigaction(SIGINT, &ignore, &old_int);
   sigaction(SIGTERM, &ignore, &old_term);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    sigaction(SIGINT, &old_int, nullptr);
-    sigaction(SIGTERM, &old_term, nullptr);
-    setenv(kRequestMarksEnv, marks.c_str(), 1);
-    if (!o.unit.empty()) setenv(kRequestMarksUnitEnv, o.unit.c_str(), 1);
-    std::vector<char*> argv;
-    for (const auto& a : o.command) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execvp(argv[0], argv.data());
-    std::fprintf(stderr, "pacset-trace: cannot run %s: %s\n", argv[0], std::strerror(errno));
-    _exit(127);
-  }
+  ChildOptions child;
+  child.env.push_back(std::string(kRequestMarksEnv) + "=" + marks);
+  if (!o.unit.empty()) child.env.push_back(std::string(kRequestMarksUnitEnv) + "=" + o.unit);
+  child.signal_actions = {{SIGINT, old_int}, {SIGTERM, old_term}};  // the command's own
+  child.run_scripts_with_sh = true;                                 // run as execvp runs it
+  pid_t pid = -1;
+  const int start_error = StartChild(o.command, child, &pid);
   int wstatus = 0;
   Status run;
-  if (pid < 0) {
-    run = Status::FromErrno("cannot start " + o.command[0], errno);
+  if (start_error != 0) {
+    // As if the command had said so and exited 127 (a shell's "cannot run"):
+    // the trace still stops and is kept.
+    std::fprintf(stderr, "pacset-trace: cannot run %s: %s\n", o.command[0].c_str(),
+                 std::strerror(start_error));
+    *command_status = 127;
   } else {
     if (!WaitForChild(pid, &wstatus)) run = Status::FromErrno("wait for " + o.command[0], errno);
     *command_status = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);

@@ -1,6 +1,5 @@
 #include "util/atomic_file.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -9,8 +8,9 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
-#include <cstring>
 #include <ctime>
+
+#include "util/file_io.h"
 
 namespace pacset {
 namespace {
@@ -101,23 +101,6 @@ Status WriteFileAtomically(const std::string& path, std::string_view contents, i
   return file->Commit();
 }
 
-Status FsyncDir(const std::string& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return Status::FromErrno("cannot open directory " + dir, errno);
-  const int rc = ::fsync(fd);
-  const int err = errno;
-  ::close(fd);
-  if (rc != 0) return Status::FromErrno("cannot sync directory " + dir, err);
-  return Status::Ok();
-}
-
-std::string DirName(const std::string& path) {
-  const size_t slash = path.find_last_of('/');
-  if (slash == std::string::npos) return ".";
-  if (slash == 0) return "/";
-  return path.substr(0, slash);
-}
-
 StatusOr<std::unique_ptr<TempDir>> TempDir::Create(const std::string& prefix) {
   const char* tmpdir = std::getenv("TMPDIR");
   std::string tmpl = std::string(tmpdir != nullptr && *tmpdir != '\0' ? tmpdir : "/tmp") + "/" +
@@ -127,32 +110,6 @@ StatusOr<std::unique_ptr<TempDir>> TempDir::Create(const std::string& prefix) {
   return std::unique_ptr<TempDir>(new TempDir(std::move(tmpl)));
 }
 
-namespace {
-
-// Removes the entries of the open directory `fd` (closed here), recursively.
-void RemoveContents(int fd) {
-  DIR* d = ::fdopendir(fd);
-  if (d == nullptr) {
-    ::close(fd);
-    return;
-  }
-  while (struct dirent* e = ::readdir(d)) {
-    if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
-    if (::unlinkat(::dirfd(d), e->d_name, 0) == 0 || errno != EISDIR) continue;
-    const int sub =
-        ::openat(::dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (sub >= 0) RemoveContents(sub);
-    ::unlinkat(::dirfd(d), e->d_name, AT_REMOVEDIR);
-  }
-  ::closedir(d);
-}
-
-}  // namespace
-
-TempDir::~TempDir() {
-  const int fd = ::open(path_.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd >= 0) RemoveContents(fd);
-  ::rmdir(path_.c_str());
-}
+TempDir::~TempDir() { RemoveTree(path_); }
 
 }  // namespace pacset

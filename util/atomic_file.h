@@ -18,7 +18,9 @@
 //
 // TempDir is a private directory (mkdtemp: random name, mode 0700) under
 // $TMPDIR or /tmp for files that are not anyone's output, e.g. the .pac that
-// `pacset import` packs on its way into a store.
+// `pacset import` packs on its way into a store, a RocksDB secondary's files,
+// the request marks of `pacset-trace record`, and the tests' scratch space:
+// the one place that picks a temporary directory.
 #pragma once
 
 #include <sys/types.h>
@@ -67,17 +69,13 @@ class AtomicFile {
 // untouched and the temporary file removed.
 Status WriteFileAtomically(const std::string& path, std::string_view contents, int mode = 0644);
 
-// fsync(2) of a directory, making a rename or create in it durable.
-Status FsyncDir(const std::string& dir);
-// "a/b/c" -> "a/b", "c" -> ".", "/c" -> "/".
-std::string DirName(const std::string& path);
-
 // Thread-compatible.
 class TempDir {
  public:
-  // mkdtemp("$TMPDIR/PREFIX-XXXXXX"), $TMPDIR defaulting to /tmp.
+  // mkdtemp("$TMPDIR/PREFIX-XXXXXX"), $TMPDIR (unset or empty) defaulting
+  // to /tmp. Errors: "cannot create a temporary directory TEMPLATE: ...".
   static StatusOr<std::unique_ptr<TempDir>> Create(const std::string& prefix);
-  // Removes the directory and everything in it.
+  // Removes the directory and everything in it (RemoveTree, util/file_io.h).
   ~TempDir();
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;

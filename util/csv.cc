@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "util/file_io.h"
+#include "util/string_util.h"
 
 namespace pacset {
 namespace {
@@ -45,11 +46,6 @@ bool ParseField(std::string_view f, double* out) {
   if (ec != std::errc() || ptr != last) return false;
   if (std::isnan(*out)) *out = std::numeric_limits<double>::quiet_NaN();  // drop payload and sign
   return true;
-}
-
-std::string Quote(std::string_view s) {
-  if (s.size() > 40) return "'" + std::string(s.substr(0, 40)) + "...'";
-  return "'" + std::string(s) + "'";
 }
 
 // Bytes read at a time by CsvLineReader (at least this much room is free in
@@ -152,7 +148,7 @@ Status ParseCsvLine(std::string_view line, const std::string& where, bool allow_
   }
   if (non_numeric > 0)
     return Status::InvalidArgument(where + " column " + std::to_string(bad_col) + ": " +
-                                   Quote(bad_field) + " is not a number");
+                                   QuoteExcerpt(bad_field) + " is not a number");
   return Status::Ok();
 }
 

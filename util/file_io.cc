@@ -1,10 +1,13 @@
 #include "util/file_io.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
+#include <cstring>
 
 namespace pacset {
 namespace {
@@ -46,22 +49,6 @@ void UniqueFd::reset(int fd) {
   fd_ = fd;
 }
 
-Status PreadFull(int fd, char* buf, size_t n, uint64_t offset, const std::string& what) {
-  size_t done = 0;
-  while (done < n) {
-    ssize_t r = ::pread(fd, buf + done, n - done, static_cast<off_t>(offset + done));
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      return Status::FromErrno("read " + what, errno);
-    }
-    if (r == 0)
-      return Status::Corruption(what + ": file ends at byte " + std::to_string(offset + done) +
-                                ", expected " + std::to_string(n - done) + " more bytes");
-    done += static_cast<size_t>(r);
-  }
-  return Status::Ok();
-}
-
 StatusOr<size_t> PreadUpTo(int fd, char* buf, size_t n, uint64_t offset, const std::string& what) {
   size_t done = 0;
   while (done < n) {
@@ -74,6 +61,14 @@ StatusOr<size_t> PreadUpTo(int fd, char* buf, size_t n, uint64_t offset, const s
     done += static_cast<size_t>(r);
   }
   return done;
+}
+
+Status PreadFull(int fd, char* buf, size_t n, uint64_t offset, const std::string& what) {
+  PACSET_ASSIGN_OR_RETURN(const size_t done, PreadUpTo(fd, buf, n, offset, what));
+  if (done < n)
+    return Status::Corruption(what + ": file ends at byte " + std::to_string(offset + done) +
+                              ", expected " + std::to_string(n - done) + " more bytes");
+  return Status::Ok();
 }
 
 Status PwriteFull(int fd, const char* buf, size_t n, uint64_t offset, const std::string& what) {
@@ -140,6 +135,114 @@ FdStreambuf::pos_type FdStreambuf::seekoff(off_type off, std::ios_base::seekdir 
   if (off != 0 || dir != std::ios_base::cur || !(which & std::ios_base::in))
     return pos_type(off_type(-1));
   return pos_type(static_cast<off_type>(read_ - static_cast<uint64_t>(egptr() - gptr())));
+}
+
+std::string DirName(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+std::string BaseName(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+bool MakeAbsolute(std::string* path) {
+  if (!path->empty() && (*path)[0] == '/') return true;
+  char cwd[PATH_MAX];
+  if (::getcwd(cwd, sizeof cwd) == nullptr) return false;
+  *path = std::string(cwd) + "/" + *path;
+  return true;
+}
+
+bool IsDirectory(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+bool PathExists(const std::string& path) {
+  struct stat st;
+  return ::lstat(path.c_str(), &st) == 0;
+}
+
+Status MakeDirs(const std::string& path) {
+  if (path.empty()) return Status::InvalidArgument("empty directory path");
+  if (IsDirectory(path)) return Status::Ok();
+  if (PathExists(path)) return Status::InvalidArgument(path + " exists and is not a directory");
+  const std::string parent = DirName(path);
+  if (parent != path) PACSET_RETURN_IF_ERROR(MakeDirs(parent));
+  if (::mkdir(path.c_str(), 0755) != 0 && errno != EEXIST)
+    return Status::FromErrno("create directory " + path, errno);
+  return Status::Ok();
+}
+
+StatusOr<std::vector<std::string>> ListDir(const std::string& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return Status::FromErrno("list directory " + dir, errno);
+  std::vector<std::string> names;
+  while (struct dirent* e = ::readdir(d)) {
+    std::string n = e->d_name;
+    if (n != "." && n != "..") names.push_back(std::move(n));
+  }
+  ::closedir(d);
+  return names;
+}
+
+namespace {
+
+// Removes the entries of the open directory `fd` (closed here), recursively.
+// The names are read first and removed after: removing entries while
+// readdir walks a directory may make it skip others on some file systems.
+void RemoveContents(int fd) {
+  DIR* d = ::fdopendir(fd);
+  if (d == nullptr) {
+    ::close(fd);
+    return;
+  }
+  std::vector<std::string> names;
+  while (struct dirent* e = ::readdir(d))
+    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0)
+      names.emplace_back(e->d_name);
+  for (const std::string& name : names) {
+    // unlinkat without AT_REMOVEDIR removes anything but a directory (EISDIR).
+    if (::unlinkat(::dirfd(d), name.c_str(), 0) == 0 || errno != EISDIR) continue;
+    const int sub =
+        ::openat(::dirfd(d), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (sub >= 0) RemoveContents(sub);
+    ::unlinkat(::dirfd(d), name.c_str(), AT_REMOVEDIR);
+  }
+  ::closedir(d);
+}
+
+}  // namespace
+
+void RemoveTree(const std::string& path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) return;
+  if (!S_ISDIR(st.st_mode)) {
+    ::unlink(path.c_str());
+    return;
+  }
+  const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd >= 0) RemoveContents(fd);
+  ::rmdir(path.c_str());
+}
+
+Status FsyncFd(int fd, const std::string& what) {
+  if (::fsync(fd) != 0) return Status::FromErrno("fsync " + what, errno);
+  return Status::Ok();
+}
+
+Status FsyncDir(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return Status::FromErrno("cannot open directory " + dir, errno);
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0) return Status::FromErrno("cannot sync directory " + dir, err);
+  return Status::Ok();
 }
 
 }  // namespace pacset

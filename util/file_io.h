@@ -1,13 +1,16 @@
-// Whole-buffer positional reads and writes (retrying short transfers and
-// EINTR), shared by the .pac reader (layout/) and the file-backed stores,
-// reading a whole file, and opening a model or .pac file: a regular file and
-// nothing else.
+// The project's file helpers, one home each: an owning descriptor;
+// whole-buffer positional reads and writes (retrying short transfers and
+// EINTR), shared by the .pac reader (layout/) and the file-backed stores;
+// reading a whole file; opening a model or .pac file (a regular file and
+// nothing else); path names; directories; fsync. Writing a file atomically
+// and private temporary directories are in util/atomic_file.h.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <streambuf>
 #include <string>
+#include <vector>
 
 #include "util/status.h"
 
@@ -92,5 +95,45 @@ class FdStreambuf : public std::streambuf {
   uint64_t read_ = 0;  // bytes read from fd_ so far (the buffer's end)
   char buf_[65536];
 };
+
+// ---- Path names (text only: nothing is looked up) ----
+
+// The part before the last '/': "a/b/c" -> "a/b", "c" -> ".", "/c" -> "/".
+std::string DirName(const std::string& path);
+// The part after the last '/': "a/b/c" -> "c", "c" -> "c", "a/b/" -> "".
+std::string BaseName(const std::string& path);
+// Makes a relative *path absolute by putting the working directory and a '/'
+// before it (an empty path becomes "CWD/"); an absolute one stays as it is.
+// Text only: ".", ".." and symlinks are kept. False, with errno set and
+// *path untouched, when getcwd fails (e.g. the working directory was removed).
+bool MakeAbsolute(std::string* path);
+
+// ---- Directories ----
+
+// Whether `path` is a directory, or a symlink to one (stat).
+bool IsDirectory(const std::string& path);
+// Whether anything is at `path`; a dangling symlink counts (lstat).
+bool PathExists(const std::string& path);
+// mkdir -p, new directories mode 0755 less the umask. An existing directory
+// is fine. Errors: kInvalidArgument "empty directory path", or "P exists and
+// is not a directory" for `path` or a parent P; "create directory P: ...".
+Status MakeDirs(const std::string& path);
+// The names in `dir` except "." and "..", in no particular order.
+// Errors: "list directory DIR: <strerror>".
+StatusOr<std::vector<std::string>> ListDir(const std::string& dir);
+// rm -r: removes `path` -- a file, a symlink (never what it points to), or a
+// directory with everything in it. A missing path is fine. Best effort: what
+// cannot be removed (no permission) stays, silently. Symlinks below `path`
+// are never followed, even one planted in place of a directory mid-walk
+// (the walk goes through directory descriptors opened O_NOFOLLOW).
+void RemoveTree(const std::string& path);
+
+// ---- Durability ----
+
+// fsync(2) of an open file. Errors: "fsync WHAT: <strerror>".
+Status FsyncFd(int fd, const std::string& what);
+// fsync(2) of a directory, making a rename or create in it durable.
+// Errors: "cannot open directory DIR: ...", "cannot sync directory DIR: ...".
+Status FsyncDir(const std::string& dir);
 
 }  // namespace pacset

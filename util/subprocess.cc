@@ -2,12 +2,16 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
+#include <string_view>
+
+#include "util/file_io.h"
 
 extern char** environ;
 
@@ -22,27 +26,150 @@ bool WaitForChild(pid_t pid, int* wstatus) {
 
 namespace {
 
-// posix_spawnp(args) with `actions` (destroyed here). 0 or the errno.
-int Spawn(const std::vector<std::string>& args, posix_spawn_file_actions_t* actions, pid_t* pid) {
-  std::vector<std::string> copy = args;
+// The paths execvp tries for `file`, in order (ChildOptions::search_path).
+std::vector<std::string> ExecPaths(const std::string& file, bool search_path) {
+  if (!search_path || file.find('/') != std::string::npos) return {file};
+  const char* env_path = std::getenv("PATH");
+  const std::string dirs = env_path != nullptr ? env_path : "/bin:/usr/bin";
+  std::vector<std::string> paths;
+  size_t begin = 0;
+  for (;;) {
+    const size_t end = dirs.find(':', begin);
+    const std::string dir = dirs.substr(begin, end == std::string::npos ? end : end - begin);
+    paths.push_back(dir.empty() ? file : dir + "/" + file);
+    if (end == std::string::npos) return paths;
+    begin = end + 1;
+  }
+}
+
+// Whether execvp goes on to the next directory after an exec failed with `err`.
+bool TryNextPath(int err) {
+  return err == EACCES || err == ENOENT || err == ESTALE || err == ENOTDIR || err == ENODEV ||
+         err == ETIMEDOUT;
+}
+
+// Everything the child of StartChild uses, made before fork().
+struct ChildPlan {
   std::vector<char*> argv;
-  for (auto& a : copy) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  const int rc = posix_spawnp(pid, argv[0], actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(actions);
-  return rc;
+  std::vector<char*> sh_argv;  // "/bin/sh", (the path), args[1..]: run_scripts_with_sh
+  char** envp = nullptr;
+  std::vector<char*> env_storage;
+  std::vector<std::string> path_storage;
+  std::vector<char*> paths;
+};
+
+// Sends `err` to the parent and ends the child.
+[[noreturn]] void FailChild(int report_fd, int err) {
+  (void)!::write(report_fd, &err, sizeof err);
+  ::_exit(127);
+}
+
+// dup2(from, to) in the child; from == to only clears close-on-exec.
+bool Redirect(int from, int to) {
+  if (from < 0) return true;
+  if (from == to) {
+    const int flags = ::fcntl(to, F_GETFD);
+    return flags >= 0 && ::fcntl(to, F_SETFD, flags & ~FD_CLOEXEC) == 0;
+  }
+  for (;;) {
+    if (::dup2(from, to) >= 0) return true;
+    if (errno != EINTR) return false;
+  }
+}
+
+// The child between fork() and exec: async-signal-safe calls only.
+[[noreturn]] void RunChild(ChildPlan& plan, const ChildOptions& options, int report_fd) {
+  if (options.kill_with_parent) ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  for (const auto& [signo, action] : options.signal_actions) ::sigaction(signo, &action, nullptr);
+  if (!Redirect(options.stdout_fd, STDOUT_FILENO) || !Redirect(options.stderr_fd, STDERR_FILENO))
+    FailChild(report_fd, errno);
+  bool eacces = false;
+  int err = ENOENT;
+  for (char* path : plan.paths) {
+    ::execve(path, plan.argv.data(), plan.envp);
+    if (errno == ENOEXEC && !plan.sh_argv.empty()) {
+      plan.sh_argv[1] = path;
+      ::execve(plan.sh_argv[0], plan.sh_argv.data(), plan.envp);
+    }
+    err = errno;
+    if (!TryNextPath(err)) FailChild(report_fd, err);
+    if (err == EACCES) eacces = true;
+  }
+  FailChild(report_fd, eacces ? EACCES : err);
 }
 
 }  // namespace
 
+int StartChild(const std::vector<std::string>& args, const ChildOptions& options, pid_t* pid) {
+  if (args.empty() || args[0].empty()) return ENOENT;
+  ChildPlan plan;
+  for (const std::string& a : args) plan.argv.push_back(const_cast<char*>(a.c_str()));
+  plan.argv.push_back(nullptr);
+  if (options.run_scripts_with_sh) {
+    static char kShell[] = "/bin/sh";
+    plan.sh_argv.push_back(kShell);
+    plan.sh_argv.insert(plan.sh_argv.end(), plan.argv.begin(), plan.argv.end());
+  }
+  plan.envp = environ;
+  if (!options.env.empty()) {
+    // This process's variables but those `options.env` sets, then those.
+    auto name_of = [](std::string_view entry) { return entry.substr(0, entry.find('=')); };
+    for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+      const bool replaced =
+          std::any_of(options.env.begin(), options.env.end(),
+                      [&](const std::string& v) { return name_of(v) == name_of(*e); });
+      if (!replaced) plan.env_storage.push_back(*e);
+    }
+    for (const std::string& v : options.env)
+      plan.env_storage.push_back(const_cast<char*>(v.c_str()));
+    plan.env_storage.push_back(nullptr);
+    plan.envp = plan.env_storage.data();
+  }
+  plan.path_storage = ExecPaths(args[0], options.search_path);
+  for (std::string& p : plan.path_storage) plan.paths.push_back(p.data());
+
+  int report[2];
+  if (::pipe2(report, O_CLOEXEC) != 0) return errno;
+  const pid_t child = ::fork();
+  if (child < 0) {
+    const int err = errno;
+    ::close(report[0]);
+    ::close(report[1]);
+    return err;
+  }
+  if (child == 0) {
+    ::close(report[0]);
+    RunChild(plan, options, report[1]);
+  }
+  ::close(report[1]);
+  // EOF (the pipe closed at exec) or the errno of a child that could not exec.
+  int child_err = 0;
+  size_t got = 0;
+  while (got < sizeof child_err) {
+    const ssize_t n =
+        ::read(report[0], reinterpret_cast<char*>(&child_err) + got, sizeof child_err - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  ::close(report[0]);
+  if (got != 0) {
+    int wstatus = 0;
+    (void)WaitForChild(child, &wstatus);
+    return child_err != 0 ? child_err : EIO;
+  }
+  *pid = child;
+  return 0;
+}
+
 int RunQuietly(const std::vector<std::string>& args) {
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
+  UniqueFd null(::open("/dev/null", O_WRONLY | O_CLOEXEC));
+  if (!null.valid()) return -1;
+  ChildOptions options;
+  options.stderr_fd = null.get();
   pid_t pid;
-  const int rc = Spawn(args, &actions, &pid);
   int wstatus = 0;
-  if (rc != 0 || !WaitForChild(pid, &wstatus)) return -1;
+  if (StartChild(args, options, &pid) != 0 || !WaitForChild(pid, &wstatus)) return -1;
   return WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -1;
 }
 
@@ -62,12 +189,11 @@ int RunAndCollect(const std::vector<std::string>& args, int out_fd, std::string*
     }
     return e;
   }
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, out_fd < 0 ? out_pipe[1] : out_fd, STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, err_pipe[1], STDERR_FILENO);
+  ChildOptions options;
+  options.stdout_fd = out_fd < 0 ? out_pipe[1] : out_fd;
+  options.stderr_fd = err_pipe[1];
   pid_t pid;
-  const int rc = Spawn(args, &actions, &pid);
+  const int rc = StartChild(args, options, &pid);
   if (out_fd < 0) close(out_pipe[1]);
   close(err_pipe[1]);
   if (rc != 0) {

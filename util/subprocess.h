@@ -1,11 +1,16 @@
-// Running other programs and waiting for them, with EINTR handled: the
-// scikit-learn exporter (model import), fusermount3 (unmount), the command
-// `pacset-trace record` traces, the daemon a mount forks.
+// Running other programs and waiting for them: the one place that starts a
+// child process. Its users: the scikit-learn exporter (model import),
+// fusermount3 (unmount), the command `pacset-trace record` traces, and the
+// servers and helper programs of the tests (testkit/store_test_util.h).
+// (The mount's daemon is a fork() of pacsetfs itself that runs no other
+// program: fs/mount.cc.)
 #pragma once
 
+#include <signal.h>
 #include <sys/types.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace pacset {
@@ -13,6 +18,49 @@ namespace pacset {
 // waitpid(pid) until it returns something other than EINTR. The wait status
 // (for WIFEXITED and friends) in *wstatus; false (errno set) when waitpid fails.
 bool WaitForChild(pid_t pid, int* wstatus);
+
+// How StartChild sets up a child before it runs its program.
+struct ChildOptions {
+  // Descriptors of this process that become the child's standard output and
+  // standard error (dup2: stdout first, then stderr, so one descriptor may
+  // serve both); -1 leaves the child this process's. Every other descriptor
+  // is inherited as it is: open the ones the child must not keep O_CLOEXEC.
+  int stdout_fd = -1;
+  int stderr_fd = -1;
+  // args[0] without a '/' is looked up in $PATH by execvp's rules (an empty
+  // element is the working directory; without $PATH, /bin:/usr/bin; a file
+  // found but not executable is skipped, EACCES if nothing else is found).
+  // Off: args[0] is the path, relative to the working directory.
+  bool search_path = true;
+  // Also execvp's: a file found that is no executable format (ENOEXEC, e.g.
+  // a script without "#!") is run by /bin/sh. posix_spawnp does not do this.
+  bool run_scripts_with_sh = false;
+  // "NAME=VALUE" entries the child's environment has in place of, or besides,
+  // this process's variables of those names.
+  std::vector<std::string> env;
+  // Signal dispositions the child installs before it runs its program, e.g.
+  // to give back the ones this process changed for the time of the child's
+  // run (handlers become SIG_DFL at exec; SIG_IGN stays).
+  std::vector<std::pair<int, struct sigaction>> signal_actions;
+  // The kernel SIGKILLs the child when the thread that started it ends
+  // (prctl PR_SET_PDEATHSIG): test servers that must not outlive a crashed
+  // test.
+  bool kill_with_parent = false;
+};
+
+// Starts args[0] with arguments `args` as set out by `options`. Returns 0
+// once the child runs its program, with its pid in *pid (wait for it with
+// WaitForChild); else the errno of what failed -- fork, a redirection, or
+// exec (ENOENT: not found; EACCES: not executable), in which case no child
+// is left (one whose exec failed has been waited for).
+//
+// Safe in a threaded program: everything the child needs (argument vector,
+// environment, the paths to try) is built before fork(), because another
+// thread may hold the allocator's lock at that moment; after fork() the
+// child calls only async-signal-safe functions (prctl, sigaction, dup2,
+// fcntl, execve, write, _exit) until its program runs. An exec failure
+// reaches the parent through a close-on-exec pipe.
+int StartChild(const std::vector<std::string>& args, const ChildOptions& options, pid_t* pid);
 
 // Runs args[0] (searched on PATH) with stdin and stdout inherited and stderr
 // sent to /dev/null, and waits. Returns the exit status; -1 when the program

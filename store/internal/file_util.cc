@@ -1,75 +1,16 @@
 #include "store/internal/file_util.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
-#include <cstring>
 
-#include "util/atomic_file.h"
+#include "util/string_util.h"
 
 namespace pacset {
 namespace store_internal {
-
-Status FsyncFd(int fd, const std::string& what) {
-  if (::fsync(fd) != 0) return Status::FromErrno("fsync " + what, errno);
-  return Status::Ok();
-}
-
-bool IsDirectory(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-bool PathExists(const std::string& path) {
-  struct stat st;
-  return ::lstat(path.c_str(), &st) == 0;
-}
-
-Status MakeDirs(const std::string& path) {
-  if (path.empty()) return Status::InvalidArgument("empty directory path");
-  if (IsDirectory(path)) return Status::Ok();
-  if (PathExists(path)) return Status::InvalidArgument(path + " exists and is not a directory");
-  const std::string parent = DirName(path);
-  if (parent != path) PACSET_RETURN_IF_ERROR(MakeDirs(parent));
-  if (::mkdir(path.c_str(), 0755) != 0 && errno != EEXIST)
-    return Status::FromErrno("create directory " + path, errno);
-  return Status::Ok();
-}
-
-StatusOr<std::vector<std::string>> ListDir(const std::string& dir) {
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return Status::FromErrno("list directory " + dir, errno);
-  std::vector<std::string> names;
-  while (struct dirent* e = ::readdir(d)) {
-    std::string n = e->d_name;
-    if (n != "." && n != "..") names.push_back(std::move(n));
-  }
-  ::closedir(d);
-  return names;
-}
-
-void RemoveTree(const std::string& path) {
-  struct stat st;
-  if (::lstat(path.c_str(), &st) != 0) return;
-  if (S_ISDIR(st.st_mode)) {
-    auto names = ListDir(path);
-    if (names.ok())
-      for (const auto& n : *names) RemoveTree(path + "/" + n);
-    ::rmdir(path.c_str());
-  } else {
-    ::unlink(path.c_str());
-  }
-}
-
-std::string BaseName(const std::string& path) {
-  const size_t slash = path.find_last_of('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
 
 StatusOr<UniqueFd> LockFile(const std::string& path, LockMode mode) {
   UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
@@ -184,19 +125,6 @@ StatusOr<std::set<std::pair<std::string, uint64_t>>> PinFiles::LivePins() {
     }
   }
   return live;
-}
-
-bool ParseUint64(const std::string& s, uint64_t* out) {
-  if (s.empty() || s.size() > 20) return false;
-  uint64_t v = 0;
-  for (char c : s) {
-    if (c < '0' || c > '9') return false;
-    const uint64_t d = static_cast<uint64_t>(c - '0');
-    if (v > (UINT64_MAX - d) / 10) return false;
-    v = v * 10 + d;
-  }
-  *out = v;
-  return true;
 }
 
 }  // namespace store_internal

@@ -1,7 +1,9 @@
-// POSIX file helpers shared by the rocksdb: and dir: backends: flock(2) locks
-// and the per-process pin files described in store/block_store.h. The owning
-// file descriptor and whole-buffer pread/pwrite live in util/file_io.h;
-// durable replace-by-rename, FsyncDir and DirName in util/atomic_file.h.
+// File helpers private to the file-backed stores (rocksdb: and dir:):
+// flock(2) locks, the per-process pin files described in
+// store/block_store.h, and the alignment of their direct reads. The generic
+// file helpers they use (UniqueFd, PreadFull, MakeDirs, ListDir, RemoveTree,
+// FsyncDir, ...) are in util/file_io.h; atomic replace-by-rename and
+// TempDir in util/atomic_file.h.
 #pragma once
 
 #include <cstdint>
@@ -10,37 +12,17 @@
 #include <set>
 #include <string>
 #include <utility>
-#include <vector>
 
-#include "util/atomic_file.h"
 #include "util/file_io.h"
 #include "util/status.h"
 
 namespace pacset {
 namespace store_internal {
 
-using ::pacset::PreadFull;  // util/file_io.h
-using ::pacset::PwriteFull;
-using ::pacset::ReadWholeFile;
-using ::pacset::UniqueFd;
-
-Status FsyncFd(int fd, const std::string& what);
-
 // Offset, length and memory alignment of the backends' direct (O_DIRECT)
 // reads (StoreOptions::direct_reads): a multiple of every logical sector
 // size up to 4 KiB.
 constexpr uint64_t kDirectReadAlign = 4096;
-
-// mkdir -p; an existing directory is fine, an existing non-directory is not.
-Status MakeDirs(const std::string& path);
-bool IsDirectory(const std::string& path);
-bool PathExists(const std::string& path);
-// Names in `dir` except "." and "..".
-StatusOr<std::vector<std::string>> ListDir(const std::string& dir);
-// rm -r; a missing path is fine.
-void RemoveTree(const std::string& path);
-
-std::string BaseName(const std::string& path);
 
 enum class LockMode { kShared, kExclusive };
 // Opens (creating it if needed) and flocks `path`, waiting for the lock.
@@ -83,9 +65,6 @@ class PinFiles {
   std::mutex mu_;
   std::map<std::pair<std::string, uint64_t>, Held> held_;
 };
-
-// "12" -> 12; false for anything but plain decimal digits that fit.
-bool ParseUint64(const std::string& s, uint64_t* out);
 
 }  // namespace store_internal
 }  // namespace pacset

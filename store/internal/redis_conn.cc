@@ -2,6 +2,8 @@
 
 #include <cerrno>
 
+#include "util/string_util.h"
+
 namespace pacset {
 namespace store_internal {
 
@@ -12,10 +14,6 @@ timeval ToTimeval(int ms) {
   tv.tv_sec = ms / 1000;
   tv.tv_usec = (ms % 1000) * 1000;
   return tv;
-}
-
-bool StartsWith(std::string_view s, std::string_view prefix) {
-  return s.substr(0, prefix.size()) == prefix;
 }
 
 }  // namespace

@@ -6,6 +6,8 @@
 #include <optional>
 #include <thread>
 
+#include "util/string_util.h"
+
 namespace pacset {
 namespace store_internal {
 
@@ -13,19 +15,10 @@ namespace {
 
 constexpr int kMaxRounds = 6;  // redirections a command may follow before giving up
 
-bool StartsWith(std::string_view s, std::string_view prefix) {
-  return s.substr(0, prefix.size()) == prefix;
-}
-
 bool ParseInt(std::string_view s, int max, int* out) {
-  if (s.empty() || s.size() > 9) return false;
-  int v = 0;
-  for (char c : s) {
-    if (c < '0' || c > '9') return false;
-    v = v * 10 + (c - '0');
-  }
-  if (v > max) return false;
-  *out = v;
+  uint64_t v = 0;
+  if (s.size() > 9 || !ParseUint64(s, &v) || v > static_cast<uint64_t>(max)) return false;
+  *out = static_cast<int>(v);
   return true;
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "store/internal/file_util.h"
+#include "util/file_io.h"
 #include "util/status.h"
 #include "util/uring_reads.h"
 
