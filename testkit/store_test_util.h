@@ -261,9 +261,9 @@ class RedisServer {
       args.push_back(password_);
     }
     args.insert(args.end(), resolved_extra_.begin(), resolved_extra_.end());
-    // The log is opened before the child starts (StartChild: other threads of
-    // the test may hold the allocator's lock at fork()); -1 leaves the
-    // child the test's own output.
+    // Opened before fork(), as StartChild builds the rest: the child of a
+    // threaded test must not allocate. Unopened (-1), the child writes to the
+    // test's own output.
     const UniqueFd log_fd(::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
     ChildOptions child;
     child.stdout_fd = child.stderr_fd = log_fd.get();

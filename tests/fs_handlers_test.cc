@@ -200,7 +200,7 @@ using fs_internal::kGatherIno;
 using fs_internal::kStatsIno;
 
 struct Fixture {
-  const auto dir = TempDir::Create("pacset-store").value();
+  std::unique_ptr<TempDir> dir = TempDir::Create("pacset-store").value();
   FaultInjectionStore* store = nullptr;  // owned by fs
   ThrowingStore* thrower = nullptr;      // owned by fs
   std::unique_ptr<PacsetFs> fs;

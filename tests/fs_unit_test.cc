@@ -44,7 +44,7 @@ constexpr uint32_t kBs = 4096;
 
 // A real dir: store with forests, behind a fault-injecting wrapper.
 struct StoreFixture {
-  const auto dir = TempDir::Create("pacset-store").value();
+  std::unique_ptr<TempDir> dir = TempDir::Create("pacset-store").value();
   std::unique_ptr<BlockStore> real;
   std::unique_ptr<FaultInjectionStore> store;
   StoreFixture() {

@@ -1,14 +1,14 @@
 #include "util/subprocess.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/time.h>
-#include <unistd.h>
-
-#include <fcntl.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
@@ -20,6 +20,7 @@
 
 #include "tests/deadline.h"
 #include "util/atomic_file.h"
+#include "util/file_io.h"
 
 namespace pacset {
 namespace {
@@ -106,6 +107,31 @@ TEST(StartChild, InstallsTheSignalDispositionsItIsGiven) {
   EXPECT_TRUE(WIFEXITED(ignored.wstatus) && WEXITSTATUS(ignored.wstatus) == 0);
   ASSERT_EQ(killed.start_error, 0);
   EXPECT_TRUE(WIFSIGNALED(killed.wstatus) && WTERMSIG(killed.wstatus) == SIGUSR1);
+}
+
+// Signals are blocked only while the child is set up: the program gets the
+// starting thread's own mask.
+TEST(StartChild, StartsTheProgramWithTheCallersSignalMask) {
+  // This thread's "SigBlk:\t<hex>\n" line.
+  auto own_mask = [] {
+    const std::string status = ReadWholeFile("/proc/thread-self/status").value();
+    const size_t at = status.find("SigBlk:");
+    return status.substr(at, status.find('\n', at) + 1 - at);
+  };
+  const std::vector<std::string> show_mask = {"grep", "^SigBlk:", "/proc/self/status"};
+  sigset_t usr2, old;
+  sigemptyset(&usr2);
+  sigaddset(&usr2, SIGUSR2);
+  ASSERT_EQ(pthread_sigmask(SIG_BLOCK, &usr2, &old), 0);
+  const std::string blocked_mask = own_mask();
+  const Ran blocked = RunChild(show_mask);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  const Ran unblocked = RunChild(show_mask);
+  ASSERT_EQ(blocked.start_error, 0);
+  EXPECT_EQ(blocked.out, blocked_mask);
+  EXPECT_NE(blocked_mask, own_mask());
+  ASSERT_EQ(unblocked.start_error, 0);
+  EXPECT_EQ(unblocked.out, own_mask());
 }
 
 TEST(StartChild, RunsAScriptWithoutAnInterpreterLineWithShOnlyWhenAsked) {

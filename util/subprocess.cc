@@ -2,6 +2,8 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -77,12 +79,27 @@ bool Redirect(int from, int to) {
   }
 }
 
-// The child between fork() and exec: async-signal-safe calls only.
-[[noreturn]] void RunChild(ChildPlan& plan, const ChildOptions& options, int report_fd) {
+// The child between fork() and exec: async-signal-safe calls only. It
+// starts with every signal blocked; `mask` is the one to run the program
+// with.
+[[noreturn]] void RunChild(ChildPlan& plan, const ChildOptions& options, int report_fd,
+                           const sigset_t& mask) {
   if (options.kill_with_parent) ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  // No handler of this program may run in the child (as posix_spawn does):
+  // back to SIG_DFL, which exec would do anyway; ignored signals stay ignored.
+  for (int signo = 1; signo < NSIG; ++signo) {
+    struct sigaction action;
+    if (::sigaction(signo, nullptr, &action) != 0 || action.sa_handler == SIG_IGN ||
+        action.sa_handler == SIG_DFL)
+      continue;
+    action.sa_handler = SIG_DFL;
+    action.sa_flags = 0;
+    ::sigaction(signo, &action, nullptr);
+  }
   for (const auto& [signo, action] : options.signal_actions) ::sigaction(signo, &action, nullptr);
   if (!Redirect(options.stdout_fd, STDOUT_FILENO) || !Redirect(options.stderr_fd, STDERR_FILENO))
     FailChild(report_fd, errno);
+  ::sigprocmask(SIG_SETMASK, &mask, nullptr);
   bool eacces = false;
   int err = ENOENT;
   for (char* path : plan.paths) {
@@ -130,18 +147,34 @@ int StartChild(const std::vector<std::string>& args, const ChildOptions& options
 
   int report[2];
   if (::pipe2(report, O_CLOEXEC) != 0) return errno;
-  const pid_t child = ::fork();
-  if (child < 0) {
+  if (report[1] <= STDERR_FILENO) {
+    // Standard streams were closed: keep the report off the descriptors the
+    // child redirects.
+    const int high = ::fcntl(report[1], F_DUPFD_CLOEXEC, STDERR_FILENO + 1);
     const int err = errno;
-    ::close(report[0]);
     ::close(report[1]);
-    return err;
+    if (high < 0) {
+      ::close(report[0]);
+      return err;
+    }
+    report[1] = high;
   }
+  // Signals stay blocked in the child until its handlers are reset.
+  sigset_t all, mask;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &mask);
+  const pid_t child = ::fork();
   if (child == 0) {
     ::close(report[0]);
-    RunChild(plan, options, report[1]);
+    RunChild(plan, options, report[1], mask);
   }
+  const int fork_err = errno;
+  pthread_sigmask(SIG_SETMASK, &mask, nullptr);
   ::close(report[1]);
+  if (child < 0) {
+    ::close(report[0]);
+    return fork_err;
+  }
   // EOF (the pipe closed at exec) or the errno of a child that could not exec.
   int child_err = 0;
   size_t got = 0;

@@ -57,9 +57,12 @@ struct ChildOptions {
 // Safe in a threaded program: everything the child needs (argument vector,
 // environment, the paths to try) is built before fork(), because another
 // thread may hold the allocator's lock at that moment; after fork() the
-// child calls only async-signal-safe functions (prctl, sigaction, dup2,
-// fcntl, execve, write, _exit) until its program runs. An exec failure
-// reaches the parent through a close-on-exec pipe.
+// child calls only async-signal-safe functions (prctl, sigaction,
+// sigprocmask, dup2, fcntl, execve, write, _exit) until its program runs. As
+// with posix_spawn, no signal handler of this program runs in the child:
+// signals stay blocked until the handlers are SIG_DFL, and the program
+// starts with this thread's signal mask. An exec failure reaches the parent
+// through a close-on-exec pipe.
 int StartChild(const std::vector<std::string>& args, const ChildOptions& options, pid_t* pid);
 
 // Runs args[0] (searched on PATH) with stdin and stdout inherited and stderr
