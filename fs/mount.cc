@@ -52,10 +52,7 @@ bool LocalStoreParentExists(const std::string& uri) {
   else
     return false;
   while (path.size() > 1 && path.back() == '/') path.pop_back();
-  const size_t slash = path.rfind('/');
-  const std::string parent = slash == std::string::npos ? "."
-                             : slash == 0               ? "/"
-                                                        : path.substr(0, slash);
+  const std::string parent = DirName(path);
   struct stat st;
   return !path.empty() && stat(parent.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }

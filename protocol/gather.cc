@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "util/file_io.h"
 #include "util/le_fields.h"
 
 namespace pacset {
@@ -43,9 +44,7 @@ StatusOr<GatherRequest> ParseGatherRequest(const char* data, size_t size) {
 std::unique_ptr<GatherChannel> GatherChannel::Open(const std::string& path, int forest_fd) {
   struct stat forest;
   if (fstat(forest_fd, &forest) != 0 || !S_ISREG(forest.st_mode)) return nullptr;
-  const size_t slash = path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash + 1);
-  const std::string gather = dir + "/.pacsetfs/" + kGatherFileName;
+  const std::string gather = DirName(path) + "/.pacsetfs/" + kGatherFileName;
   const int fd = ::open(gather.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return nullptr;
   struct stat st;

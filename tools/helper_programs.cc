@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <string>
 
+#include "util/file_io.h"
+
 namespace pacset {
 namespace {
 
@@ -13,8 +15,7 @@ std::string SelfDir() {
   ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
   if (n <= 0) return "";
   buf[n] = 0;
-  std::string s(buf);
-  return s.substr(0, s.rfind('/'));
+  return DirName(buf);
 }
 
 std::string FindExporter() {

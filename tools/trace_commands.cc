@@ -238,8 +238,7 @@ Status RunLayouts(const LayoutsCliOptions& o) {
   for (const auto& p : o.pacs) {
     PACSET_ASSIGN_OR_RETURN(auto engine, PacEngine::Open(p));
     PACSET_ASSIGN_OR_RETURN(RowMatrix rows, ReadCsvRows(o.input, engine->num_features()));
-    std::string label = p.substr(p.rfind('/') == std::string::npos ? 0 : p.rfind('/') + 1);
-    DistributionSeries d{label, "analytical", Analytical(*engine, rows, &s),
+    DistributionSeries d{BaseName(p), "analytical", Analytical(*engine, rows, &s),
                          engine->file().header().block_count};
     PACSET_RETURN_IF_ERROR(s);
     series.push_back(std::move(d));
@@ -249,8 +248,7 @@ Status RunLayouts(const LayoutsCliOptions& o) {
     if (r.scan.requests == 0)
       return Status::InvalidArgument(t +
                                      " has no request marks (record it with pacset-trace record)");
-    std::string label = t.substr(t.rfind('/') == std::string::npos ? 0 : t.rfind('/') + 1);
-    series.push_back({"trace " + label, "measured", r.blocks_per_request, 0});
+    series.push_back({"trace " + BaseName(t), "measured", r.blocks_per_request, 0});
   }
   if (o.json) {
     nlohmann::json j = nlohmann::json::array();
