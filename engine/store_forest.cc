@@ -4,7 +4,6 @@
 
 #include "engine/internal/store_block_source.h"
 #include "layout/pac_file.h"
-#include "store/internal/codec.h"
 #include "store/stored_metadata.h"
 #include "util/le_fields.h"
 
