@@ -96,7 +96,7 @@ class FdStreambuf : public std::streambuf {
   char buf_[65536];
 };
 
-// ---- Path names (text only: nothing is looked up) ----
+// ---- Path names (text: no file is looked up) ----
 
 // The part before the last '/': "a/b/c" -> "a/b", "c" -> ".", "/c" -> "/".
 std::string DirName(const std::string& path);
