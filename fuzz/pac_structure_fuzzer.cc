@@ -62,7 +62,9 @@ T Pick(Rng& rng, const std::vector<T>& v) {
 }
 
 // A file being mutated and what the mutator knows of it. `h` is valid only
-// when `decoded` (the header decodes: sections, node region, counts).
+// when `decoded`: the header decoded before this round's edits (sections,
+// node region, counts). Edits may leave it stale (every read through it is
+// bounds-checked against `bytes`); one that changes the size clears it.
 struct Target {
   std::string bytes;
   PacHeader h;
@@ -466,6 +468,7 @@ bool MutateBlocks(Target& t, Rng& rng, size_t max_size) {
       t.bytes.append(t.bytes.substr(b * bs, bs));
   }
   if (rng() % 4) t.PutHeader<uint64_t>(24, t.bytes.size() / bs);
+  t.decoded = false;  // the node region may lie past the end now
   return true;
 }
 
@@ -478,6 +481,7 @@ bool MutateInBlock(Target& t, Rng& rng) {
   // Node blocks most of the time, when the region is known.
   uint64_t b = rng() % blocks;
   if (t.decoded && rng() % 4) b = t.h.node_first_block + rng() % t.h.node_block_count;
+  if (b >= blocks) return false;
   const size_t payload = bs - kBlockTrailerSize;
   const size_t at = rng() % payload;
   const size_t len = std::min<size_t>(payload - at, 1 + rng() % 64);
