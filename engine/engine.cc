@@ -84,7 +84,9 @@ Status FaultStatus(const PacFile& file, const WalkFault& fault) {
     case WalkFault::kNone:
       return Status::Ok();
     case WalkFault::kBadReference:
-      return Status::Corruption(tree + "has a node reference outside the node region or a cycle");
+      return Status::Corruption(tree +
+                                "has a node reference outside the node region or across a block "
+                                "trailer, or a cycle");
     case WalkFault::kBadFeature:
       return Status::Corruption(tree + "splits on a feature the model does not have (it has " +
                                 std::to_string(file.header().num_features) + ")");
