@@ -32,8 +32,8 @@
 #include <string>
 #include <vector>
 
-#include "layout/block_source.h"
-#include "layout/engine.h"
+#include "engine/block_source.h"
+#include "engine/engine.h"
 #include "layout/pac_format.h"
 #include "layout/structure_check.h"
 #include "testkit/pac_edit.h"
