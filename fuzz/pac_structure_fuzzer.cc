@@ -36,6 +36,7 @@
 #include "engine/engine.h"
 #include "layout/pac_format.h"
 #include "layout/structure_check.h"
+#include "testkit/cold_source.h"
 #include "testkit/pac_edit.h"
 
 extern "C" size_t LLVMFuzzerMutate(uint8_t* data, size_t size, size_t max_size);
@@ -571,30 +572,6 @@ RowMatrix MakeRows(const PacFile& file, size_t n) {
   return m;
 }
 
-// The file's own source, kept cold: never a warm image, and each block
-// missing the first time a walk asks for it, so every request walks in
-// flight and every block goes through a fetch (a buffer's blocks are
-// otherwise always there, and small files turn warm at the first row).
-class ColdSource final : public BlockSource {
- public:
-  explicit ColdSource(std::unique_ptr<BlockSource> base)
-      : base_(std::move(base)), asked_(base_->block_count()) {}
-  uint32_t block_size() const override { return base_->block_size(); }
-  uint64_t block_count() const override { return base_->block_count(); }
-  const char* Ready(uint64_t b) override {
-    if (b < asked_.size() && !asked_[b].exchange(true, std::memory_order_relaxed)) return nullptr;
-    return base_->Ready(b);
-  }
-  std::unique_ptr<BlockFetcher> NewFetcher() override { return base_->NewFetcher(); }
-  const char* WarmImage(uint64_t, uint64_t, uint64_t, bool) override { return nullptr; }
-  const char* io_name() const override { return base_->io_name(); }
-  uint32_t default_max_in_flight() const override { return base_->default_max_in_flight(); }
-
- private:
-  const std::unique_ptr<BlockSource> base_;
-  std::vector<std::atomic<bool>> asked_;  // per block: Ready was asked once
-};
-
 void EveryPath(const std::string& bytes) {
   auto file = PacFile::FromBuffer(bytes, "fuzz.pac");
   if (!file.ok()) return;
@@ -617,7 +594,7 @@ void EveryPath(const std::string& bytes) {
   one.values.resize(rows.num_cols);
   const std::vector<float> rows32(rows.values.begin(), rows.values.end());
   const PacEngine::SourceFactory cold = [](const PacFile& f, const EngineOptions& o) {
-    return std::make_unique<ColdSource>(
+    return std::make_unique<testing::ColdSource>(
         NewPacFileSource(f, o.verify_blocks, o.max_in_flight, o.block_io));
   };
   // Blocks verified and not (the structure checks alone then), and a source
