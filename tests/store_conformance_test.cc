@@ -5,12 +5,15 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <random>
 #include <thread>
 
 #include "store/block_store.h"
 #include "store/publish.h"
-#include "testkit/store_test_util.h"
+#include "testkit/child_process.h"
+#include "testkit/store_env.h"
+#include "testkit/test_blocks.h"
 
 namespace pacset {
 namespace {
