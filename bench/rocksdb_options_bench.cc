@@ -6,6 +6,8 @@
 //   rocksdb_options_bench [--dataset-bytes 512MiB] [--ops 20000]
 //                         [--block-sizes 4096,65536] [--pac-4k F] [--pac-64k F]
 //                         [--rounds 3]
+#include <sys/stat.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -14,8 +16,9 @@
 #include "bench/bench_util.h"
 #include "store/block_store.h"
 #include "store/internal/backends.h"
+#include "store/internal/file_util.h"
 #include "store/publish.h"
-#include "testkit/store_test_util.h"
+#include "testkit/temp_dir.h"
 
 using namespace pacset;
 using store_internal::RocksDbTuning;

@@ -22,9 +22,13 @@
 #include <sstream>
 
 #include "bench/bench_util.h"
+#include "layout/block.h"
 #include "store/block_store.h"
+#include "store/internal/file_util.h"
 #include "store/publish.h"
-#include "testkit/store_test_util.h"
+#include "testkit/raw_redis.h"
+#include "testkit/redis_server.h"
+#include "testkit/temp_dir.h"
 
 using namespace pacset;
 using bench::Clock;

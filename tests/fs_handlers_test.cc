@@ -22,7 +22,8 @@
 #include "fs/internal/filesystem.h"
 #include "protocol/gather.h"
 #include "store/fault_injection_store.h"
-#include "testkit/store_test_util.h"
+#include "testkit/temp_dir.h"
+#include "testkit/test_blocks.h"
 
 namespace pacset {
 namespace {

@@ -38,7 +38,8 @@
 #include "store/fault_injection_store.h"
 #include "store/publish.h"
 #include "testkit/random_forest.h"
-#include "testkit/store_test_util.h"
+#include "testkit/temp_dir.h"
+#include "testkit/test_blocks.h"
 
 namespace pacset {
 namespace {

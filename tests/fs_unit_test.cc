@@ -25,7 +25,8 @@
 #include "fs/stats.h"
 #include "protocol/control.h"
 #include "store/fault_injection_store.h"
-#include "testkit/store_test_util.h"
+#include "testkit/temp_dir.h"
+#include "testkit/test_blocks.h"
 
 namespace pacset {
 namespace {

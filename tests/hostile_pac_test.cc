@@ -21,7 +21,7 @@
 #include "testkit/cold_source.h"
 #include "testkit/pac_edit.h"
 #include "testkit/random_forest.h"
-#include "testkit/store_test_util.h"
+#include "testkit/temp_dir.h"
 #include "tests/test_files.h"
 
 namespace pacset {

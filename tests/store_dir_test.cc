@@ -8,7 +8,8 @@
 #include "store/block_store.h"
 #include "store/internal/backends.h"
 #include "testkit/page_cache.h"
-#include "testkit/store_test_util.h"
+#include "testkit/temp_dir.h"
+#include "testkit/test_blocks.h"
 
 namespace pacset {
 namespace {

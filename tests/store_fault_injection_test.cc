@@ -6,7 +6,9 @@
 
 #include "store/fault_injection_store.h"
 #include "store/publish.h"
-#include "testkit/store_test_util.h"
+#include "testkit/store_env.h"
+#include "testkit/temp_dir.h"
+#include "testkit/test_blocks.h"
 
 namespace pacset {
 namespace {

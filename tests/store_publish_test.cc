@@ -10,8 +10,11 @@
 #include <sstream>
 
 #include "store/fault_injection_store.h"
+#include "store/internal/file_util.h"
 #include "store/publish.h"
-#include "testkit/store_test_util.h"
+#include "testkit/store_env.h"
+#include "testkit/temp_dir.h"
+#include "testkit/test_blocks.h"
 #include "tests/deadline.h"
 #include "tests/test_files.h"
 

@@ -11,9 +11,12 @@
 #include <random>
 
 #include "store/block_store.h"
+#include "store/internal/file_util.h"
 #include "store/internal/uring_file_system.h"
+#include "testkit/child_process.h"
 #include "testkit/page_cache.h"
-#include "testkit/store_test_util.h"
+#include "testkit/temp_dir.h"
+#include "testkit/test_blocks.h"
 #include "util/uring_reads.h"
 
 namespace pacset {

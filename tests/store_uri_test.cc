@@ -6,7 +6,9 @@
 #include <fstream>
 
 #include "store/block_store.h"
-#include "testkit/store_test_util.h"
+#include "store/internal/file_util.h"
+#include "testkit/free_port.h"
+#include "testkit/temp_dir.h"
 
 namespace pacset {
 namespace {
