@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (fuzz/) with clang, AddressSanitizer and
-# UndefinedBehaviorSanitizer into ./build-fuzz, replays every input kept in
+# UndefinedBehaviorSanitizer into ./build-fuzz (BUILD), replays every input kept in
 # fuzz/regression/TARGET/ (inputs that once crashed), then fuzzes each target
 # for a while, one at a time.
 #   bash scripts/fuzz.sh [SECONDS_PER_TARGET [TARGET...]]   (default 30 s, every target)
 # Seeds come from the test fixtures, fuzz/seeds/ and small models trained
-# and packed on the fly; corpora grow in build-fuzz/corpus/TARGET. A crash leaves its
-# input in build-fuzz/artifacts/ and fails the script: add it to
+# and packed on the fly; corpora grow in BUILD/corpus/TARGET. A crash leaves its
+# input in BUILD/artifacts/ and fails the script: add it to
 # fuzz/regression/TARGET/ with the fix.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,13 +15,19 @@ shift || true
 TARGETS=("$@")
 [ ${#TARGETS[@]} -gt 0 ] || TARGETS=(pac_file pac_structure xgboost_json xgboost_ubjson sklearn_json
   sklearn_stream lightgbm_text forest_file csv trace store_codec gather_request)
-CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DPACSET_FUZZ=ON -DPACSET_SANITIZE=address,undefined -DPACSET_BUILD_TESTS=OFF \
-  -DPACSET_BUILD_BENCHMARKS=OFF -DPACSET_BUILD_PYTHON=OFF >/dev/null
-cmake --build build-fuzz -j"$(nproc)" --target fuzzers pacset
-C=build-fuzz/corpus
+# The build: $PACSET_FUZZ_BUILD_DIR when it is configured with the fuzzers
+# already (scripts/test.sh's sanitizer build, which runs the tests too), else
+# ./build-fuzz, configured here.
+B=${PACSET_FUZZ_BUILD_DIR:-build-fuzz}
+if ! grep -q '^PACSET_FUZZ:BOOL=ON' "$B/CMakeCache.txt" 2>/dev/null; then
+  CC=clang CXX=clang++ cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DPACSET_FUZZ=ON -DPACSET_SANITIZE=address,undefined -DPACSET_BUILD_TESTS=OFF \
+    -DPACSET_BUILD_BENCHMARKS=OFF -DPACSET_BUILD_PYTHON=OFF >/dev/null
+fi
+cmake --build "$B" -j"$(nproc)" --target fuzzers pacset
+C=$B/corpus
 for t in "${TARGETS[@]}"; do mkdir -p "$C/$t"; done
-mkdir -p build-fuzz/artifacts
+mkdir -p $B/artifacts
 # Seeds: small real files of each kind (fuzz/seeds/ holds the ones no tool
 # here writes: forest files, traces, store catalog records).
 cp tests/data/lightgbm/*.txt "$C/lightgbm_text/" 2>/dev/null || true
@@ -34,8 +40,8 @@ done
 # the reader must handle: leaf records of width 1 and 3, inline classes,
 # every postprocess, compact and wide nodes, 256 B and 4 KiB blocks, format
 # versions 2 and 3.
-if [ ! -f build-fuzz/seeds-2.done ]; then
-  M=build-fuzz/seed-models
+if [ ! -f $B/seeds-2.done ]; then
+  M=$B/seed-models
   mkdir -p "$M" "$C"/{xgboost_json,xgboost_ubjson,sklearn_json,sklearn_stream,csv,pac_file,pac_structure}
   /usr/bin/python3 - "$C" "$M" tools/pacset-sklearn-export <<'PY'
 import importlib.machinery, importlib.util, io, os, sys
@@ -87,35 +93,35 @@ PY
         "4KiB --format-version 2 --layout dfs"; do
       read -r bs opts <<<"$variant"
       # shellcheck disable=SC2086  # opts: several words
-      build-fuzz/tools/pacset pack "$model" -o "$M/$base-$bs${opts// /}.pac" --block-size "$bs" \
+      $B/tools/pacset pack "$model" -o "$M/$base-$bs${opts// /}.pac" --block-size "$bs" \
         $opts >/dev/null
     done
   done
   cp "$M"/*.pac "$C/pac_file/"
   cp "$M"/*.pac "$C/pac_structure/"
-  touch build-fuzz/seeds-2.done
+  touch $B/seeds-2.done
 fi
 export ASAN_OPTIONS=detect_leaks=0
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 status=0
 for t in "${TARGETS[@]}"; do
-  bin=build-fuzz/fuzz/${t}_fuzzer
+  bin=$B/fuzz/${t}_fuzzer
   if [ -d "fuzz/regression/$t" ] && [ -n "$(ls -A "fuzz/regression/$t")" ]; then
     echo "== $t: replaying fuzz/regression/$t"
     if ! "$bin" -rss_limit_mb=2048 -timeout=25 "fuzz/regression/$t"/* \
-        >"build-fuzz/$t.replay.log" 2>&1; then
-      echo "FAIL: $t regression input (see build-fuzz/$t.replay.log)"; tail -30 "build-fuzz/$t.replay.log"
+        >"$B/$t.replay.log" 2>&1; then
+      echo "FAIL: $t regression input (see $B/$t.replay.log)"; tail -30 "$B/$t.replay.log"
       status=1; continue
     fi
   fi
   echo "== $t: ${SECONDS_PER_TARGET}s"
   if ! "$bin" -max_total_time="$SECONDS_PER_TARGET" -max_len=262144 -timeout=25 \
-      -rss_limit_mb=2048 -artifact_prefix=build-fuzz/artifacts/ -print_final_stats=1 \
-      "$C/$t" 2>"build-fuzz/$t.log"; then
-    echo "FAIL: $t (see build-fuzz/$t.log and build-fuzz/artifacts/)"; tail -30 "build-fuzz/$t.log"
+      -rss_limit_mb=2048 -artifact_prefix=$B/artifacts/ -print_final_stats=1 \
+      "$C/$t" 2>"$B/$t.log"; then
+    echo "FAIL: $t (see $B/$t.log and $B/artifacts/)"; tail -30 "$B/$t.log"
     status=1
   else
-    grep -E "stat::number_of_executed_units|cov:" "build-fuzz/$t.log" | tail -2
+    grep -E "stat::number_of_executed_units|cov:" "$B/$t.log" | tail -2
   fi
 done
 exit $status

@@ -55,9 +55,9 @@ bash scripts/build.sh
 stage "tests (ctest)"
 (cd build && ctest --output-on-failure -j2 --timeout 1200)
 if [ "${PACSET_SKIP_SANITIZERS:-0}" != 1 ]; then
-  stage "sanitizer build (address, undefined)"
-  cmake -S . -B build-asan -G Ninja "${SANITIZER_FLAGS[@]}" \
-    -DPACSET_SANITIZE=address,undefined >/dev/null
+  stage "sanitizer build (clang: address, undefined, fuzzer coverage, -Wthread-safety)"
+  CC=clang CXX=clang++ cmake -S . -B build-asan -G Ninja "${SANITIZER_FLAGS[@]}" \
+    -DPACSET_SANITIZE=address,undefined -DPACSET_FUZZ=ON >/dev/null
   cmake --build build-asan -j"$(nproc)"
   stage "sanitizer tests (address, undefined)"
   export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
@@ -71,10 +71,10 @@ if [ "${PACSET_SKIP_SANITIZERS:-0}" != 1 ]; then
   ASAN_OPTIONS=detect_leaks=0 /usr/bin/python3 tests/fs/fs_test.py \
     --pacset build-asan/tools/pacset --pacsetfs build-asan/tools/pacsetfs
 
-  stage "thread-safety analysis (clang -Wthread-safety): store, fs and trace libraries"
-  CC=clang-14 CXX=clang++-14 cmake -S . -B build-tsa -G Ninja -DCMAKE_BUILD_TYPE=Debug \
-    -DPACSET_BUILD_TESTS=OFF -DPACSET_BUILD_BENCHMARKS=OFF -DPACSET_BUILD_PYTHON=OFF >/dev/null
-  cmake --build build-tsa -j"$(nproc)" --target pacset_store pacset_fs pacset_protocol pacset_trace
+  if [ "${PACSET_SKIP_FUZZ:-0}" != 1 ]; then
+    stage "fuzz: replay fuzz/regression, then 30 s a target (build-asan)"
+    PACSET_FUZZ_BUILD_DIR=build-asan bash scripts/fuzz.sh 30
+  fi
 
   stage "ThreadSanitizer build: store, fs and trace tests, the tools"
   cmake -S . -B build-tsan -G Ninja "${SANITIZER_FLAGS[@]}" -DPACSET_SANITIZE=thread >/dev/null
@@ -89,8 +89,7 @@ if [ "${PACSET_SKIP_SANITIZERS:-0}" != 1 ]; then
     --pacsetfs build-tsan/tools/pacsetfs
   /usr/bin/python3 tests/fs/trace_test.py --pacset build-tsan/tools/pacset \
     --pacsetfs build-tsan/tools/pacsetfs --pacset-trace build-tsan/tools/pacset-trace
-fi
-if [ "${PACSET_SKIP_FUZZ:-0}" != 1 ]; then
+elif [ "${PACSET_SKIP_FUZZ:-0}" != 1 ]; then
   stage "fuzz: replay fuzz/regression, then 30 s a target"
   bash scripts/fuzz.sh 30
 fi
