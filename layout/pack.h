@@ -19,7 +19,7 @@
 //               interleaved bins + block-aligned WDFS residuals (the paper's
 //               PACSET, "binblockstat")
 //   pacset      interleaved bins + block-aligned residuals whose blocks are
-//               filled hottest-frontier-first (the default; see layouts.cc)
+//               filled hottest-frontier-first (the default; see pack_layouts.cc)
 //
 // Bin parameters. How many levels to interleave and how many trees to put in
 // a bin depend on the forest and the block size (the paper found depth 2 best
