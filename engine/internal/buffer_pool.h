@@ -2,8 +2,8 @@
 // with room for one job's blocks (a gather's, or one block), kept for the
 // next jobs with their pages touched: a fresh buffer costs a page fault per
 // page to fill and, once freed, an unmap with a TLB shootdown, and a cold row
-// through a mount is a few dozen gathers (engine/DESIGN.md, "Through a
-// pacsetfs mount").
+// through a mount makes many gathers (engine/DESIGN.md, "Through a pacsetfs
+// mount").
 #pragma once
 
 #include <cstdint>

@@ -2,9 +2,9 @@
 // and never by touching the mapping.
 //
 // A request asks once per window of kResidencyWindowBytes, not once per
-// block: a cold row asks about a thousand blocks, and a system call per block
-// cost more than the row's reads (engine/DESIGN.md, "Reading where the walks
-// are").
+// block: a cold row asks about every block it needs, and a system call per
+// block cost more than the row's reads (engine/DESIGN.md, "Reading where the
+// walks are").
 #pragma once
 
 #include <cstdint>
