@@ -114,7 +114,7 @@ int main(int argc, char** argv) {
               "2thr ops/s", "hot p50", "mix p50");
   std::printf("(medians of %d rounds, round-robin over the configurations)\n", rounds);
   for (uint32_t bs : block_sizes) {
-    const bench::TestBlocks blocks(bs, pac.count(bs) ? pac[bs] : "");
+    const bench::DatasetBlocks blocks(bs, pac.count(bs) ? pac[bs] : "");
     const uint64_t count = dataset / bs;
     const std::string file = tmp.path() + "/dataset.pac";
     const std::string other = tmp.path() + "/other.pac";

@@ -51,7 +51,7 @@ std::vector<std::string> Split(const std::string& s) {
 }
 
 bool WriteDataset(const std::string& path, uint32_t bs, uint64_t count,
-                  const bench::TestBlocks& blocks) {
+                  const bench::DatasetBlocks& blocks) {
   FILE* f = std::fopen(path.c_str(), "wb");
   if (f == nullptr) return false;
   std::string buf(bs, '\0');
@@ -152,7 +152,7 @@ int main(int argc, char** argv) {
               "p99 us", "ops/s", "MB/s", "p50/pread", "tput/pread");
   std::vector<std::string> import_lines;
   for (uint32_t bs : a.block_sizes) {
-    const bench::TestBlocks blocks(bs, a.pac.count(bs) ? a.pac[bs] : "");
+    const bench::DatasetBlocks blocks(bs, a.pac.count(bs) ? a.pac[bs] : "");
     const uint64_t count = a.dataset_bytes / bs;
     const std::string file = dir + "/dataset-" + std::to_string(bs) + ".pac";
     if (!WriteDataset(file, bs, count, blocks)) {
@@ -216,7 +216,7 @@ int main(int argc, char** argv) {
 
   if (a.import) {
     for (uint32_t bs : a.block_sizes) {
-      const bench::TestBlocks blocks(bs, a.pac.count(bs) ? a.pac[bs] : "");
+      const bench::DatasetBlocks blocks(bs, a.pac.count(bs) ? a.pac[bs] : "");
       const uint64_t count = a.import_bytes / bs;
       const std::string file = dir + "/import-" + std::to_string(bs) + ".pac";
       if (!WriteDataset(file, bs, count, blocks)) return 1;
