@@ -68,10 +68,9 @@ constexpr uint64_t kWarmForestNodesPerWalk = 4;
 
 // Rows per request of PredictAll/PredictLeaves with several threads: about
 // eight requests per thread (BalancedChunk), each taken by the next free
-// thread, so a slower core takes fewer (measured on this project's 2-vCPU
-// VM: one vCPU runs the warm loop 1.4-2.2x slower than the other, which
-// equal halves leave the fast one waiting for), and at least this many
-// rows, so that a cold batch keeps many walks in flight per request.
+// thread, so a slower core takes fewer (cores of a VM need not be equally
+// fast: engine/DESIGN.md, "Threads"), and at least this many rows, so that
+// a cold batch keeps many walks in flight per request.
 constexpr size_t kMinChunkRows = 256;
 
 }  // namespace
