@@ -87,7 +87,7 @@ class DirStore final : public BlockStore {
   Status Refresh() override;
   // A batch's blocks are read at once through an io_uring (ReadBlocks);
   // where the kernel refuses it, with a pread each: then 32 calls at once,
-  // like the engine's pread pool (engine/pac_file_source.cc).
+  // like the engine's pread pool (engine/internal/read_threads.h).
   uint32_t read_parallelism() const override { return UringAvailable() ? 1 : 32; }
 
   Status PublishWriter(DirWriter* w, const ForestInfo& info);

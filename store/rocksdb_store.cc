@@ -193,7 +193,7 @@ class RocksDbStore final : public BlockStore {
   // 15 runs each, medians: 23 ms and 27 ms of daemon CPU at 8 parts, against
   // 25 ms and 34 ms for 32 parts of preads; 2 and 4 parts: 25-26 ms). Without
   // io_uring RocksDB reads one block after another: 32 parts, like the
-  // engine's pread pool (engine/pac_file_source.cc).
+  // engine's pread pool (engine/internal/read_threads.h).
   uint32_t read_parallelism() const override { return env_ != nullptr ? 8 : 32; }
 
   Status PublishWriter(RocksDbWriter* w, const ForestInfo& info);
