@@ -1,4 +1,4 @@
-// Helpers shared by the store benchmarks: test blocks (random, or the
+// Helpers shared by the store benchmarks: dataset blocks (random, or the
 // payloads of a real .pac file re-sealed at new positions), timing of random
 // single-block reads, and a plain-text table.
 #pragma once
@@ -29,11 +29,13 @@ namespace bench {
 
 using Clock = std::chrono::steady_clock;
 
-// Block payloads: from a real .pac file of the same block size when given
-// (so compression sees real packed nodes), else pseudo-random bytes.
-class BlockSource {
+// The blocks of a benchmark's dataset, block i sealed at position i: their
+// payloads from a real .pac file of the same block size when given (so
+// compression sees real packed nodes), else pseudo-random bytes. (Not the
+// engine's BlockSource, which is where a walk's blocks come from.)
+class DatasetBlocks {
  public:
-  BlockSource(uint32_t block_size, const std::string& pac_path) : bs_(block_size) {
+  DatasetBlocks(uint32_t block_size, const std::string& pac_path) : bs_(block_size) {
     if (pac_path.empty()) return;
     auto bytes = ReadWholeFile(pac_path);
     if (!bytes.ok() || bytes->size() < block_size || bytes->size() % block_size != 0) {

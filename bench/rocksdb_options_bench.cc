@@ -6,6 +6,8 @@
 //   rocksdb_options_bench [--dataset-bytes 512MiB] [--ops 20000]
 //                         [--block-sizes 4096,65536] [--pac-4k F] [--pac-64k F]
 //                         [--rounds 3]
+#include <sys/stat.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -15,7 +17,6 @@
 #include "store/block_store.h"
 #include "store/internal/backends.h"
 #include "store/publish.h"
-#include "testkit/store_test_util.h"
 #include "util/atomic_file.h"
 #include "util/file_io.h"
 
@@ -116,7 +117,7 @@ int main(int argc, char** argv) {
               "2thr ops/s", "hot p50", "mix p50");
   std::printf("(medians of %d rounds, round-robin over the configurations)\n", rounds);
   for (uint32_t bs : block_sizes) {
-    const bench::BlockSource src(bs, pac.count(bs) ? pac[bs] : "");
+    const bench::DatasetBlocks blocks(bs, pac.count(bs) ? pac[bs] : "");
     const uint64_t count = dataset / bs;
     const std::string file = tmp->path() + "/dataset.pac";
     const std::string other = tmp->path() + "/other.pac";
@@ -124,7 +125,7 @@ int main(int argc, char** argv) {
       FILE* f = std::fopen(other.c_str(), "wb");
       std::string buf(bs, '\0');
       for (uint64_t i = 0; i < (32u << 20) / bs; ++i) {
-        src.Fill(i, buf.data());
+        blocks.Fill(i, buf.data());
         std::fwrite(buf.data(), 1, bs, f);
       }
       std::fclose(f);
@@ -133,7 +134,7 @@ int main(int argc, char** argv) {
       FILE* f = std::fopen(file.c_str(), "wb");
       std::string buf(bs, '\0');
       for (uint64_t i = 0; i < count; ++i) {
-        src.Fill(i, buf.data());
+        blocks.Fill(i, buf.data());
         std::fwrite(buf.data(), 1, bs, f);
       }
       std::fclose(f);

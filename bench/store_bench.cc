@@ -22,9 +22,11 @@
 #include <sstream>
 
 #include "bench/bench_util.h"
+#include "layout/block.h"
 #include "store/block_store.h"
 #include "store/publish.h"
-#include "testkit/store_test_util.h"
+#include "testkit/raw_redis.h"
+#include "testkit/redis_server.h"
 #include "util/atomic_file.h"
 #include "util/file_io.h"
 
@@ -53,12 +55,12 @@ std::vector<std::string> Split(const std::string& s) {
 }
 
 bool WriteDataset(const std::string& path, uint32_t bs, uint64_t count,
-                  const bench::BlockSource& src) {
+                  const bench::DatasetBlocks& blocks) {
   FILE* f = std::fopen(path.c_str(), "wb");
   if (f == nullptr) return false;
   std::string buf(bs, '\0');
   for (uint64_t i = 0; i < count; ++i) {
-    src.Fill(i, buf.data());
+    blocks.Fill(i, buf.data());
     if (std::fwrite(buf.data(), 1, bs, f) != bs) return false;
   }
   return std::fclose(f) == 0;
@@ -154,10 +156,10 @@ int main(int argc, char** argv) {
               "p99 us", "ops/s", "MB/s", "p50/pread", "tput/pread");
   std::vector<std::string> import_lines;
   for (uint32_t bs : a.block_sizes) {
-    const bench::BlockSource src(bs, a.pac.count(bs) ? a.pac[bs] : "");
+    const bench::DatasetBlocks blocks(bs, a.pac.count(bs) ? a.pac[bs] : "");
     const uint64_t count = a.dataset_bytes / bs;
     const std::string file = dir + "/dataset-" + std::to_string(bs) + ".pac";
-    if (!WriteDataset(file, bs, count, src)) {
+    if (!WriteDataset(file, bs, count, blocks)) {
       std::fprintf(stderr, "cannot write %s\n", file.c_str());
       return 1;
     }
@@ -218,10 +220,10 @@ int main(int argc, char** argv) {
 
   if (a.import) {
     for (uint32_t bs : a.block_sizes) {
-      const bench::BlockSource src(bs, a.pac.count(bs) ? a.pac[bs] : "");
+      const bench::DatasetBlocks blocks(bs, a.pac.count(bs) ? a.pac[bs] : "");
       const uint64_t count = a.import_bytes / bs;
       const std::string file = dir + "/import-" + std::to_string(bs) + ".pac";
-      if (!WriteDataset(file, bs, count, src)) return 1;
+      if (!WriteDataset(file, bs, count, blocks)) return 1;
       for (const std::string& backend : a.backends) {
         ClearBackend(backend, dir, bs, redis.get());
         auto store = OpenBlockStore(UriFor(backend, dir, bs, redis.get()), options);

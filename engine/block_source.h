@@ -45,9 +45,9 @@ class BlockFetcher {
   // The bytes of block `b` when it arrived at the last Wait and this fetcher
   // kept them (verified, as Ready's): a walk uses a block it just read without
   // touching the source's memory (on a mapped file each first touch of a
-  // block is a page fault, several microseconds on a virtual machine). Valid
-  // until the next Wait; nullptr otherwise, and always for a fetcher that
-  // keeps nothing. Called where Ready is (no objects with destructors).
+  // page is a page fault; engine/DESIGN.md, "Reading where the walks are").
+  // Valid until the next Wait; nullptr otherwise, and always for a fetcher
+  // that keeps nothing. Called where Ready is (no objects with destructors).
   virtual const char* Arrived(uint64_t b) {
     (void)b;
     return nullptr;
@@ -96,24 +96,22 @@ class BlockSource {
   virtual const char* io_name() const { return "other"; }
 
   // The bound on blocks in flight per request when the caller sets none
-  // (EngineOptions::max_in_flight 0): what measured best for this source.
+  // (EngineOptions::max_in_flight 0): the one that suits this source.
   virtual uint32_t default_max_in_flight() const { return kDefaultMaxInFlight; }
 
-  // 32 measured best on local virtio disks: one cold row of a 682-tree
-  // forest at 4 KiB, bench/cold_bench.py (engine/pac_file_source.cc).
+  // For a local disk: deep enough to keep a device's queue busy, no deeper
+  // than what helped a cold row (engine/DESIGN.md, "Blocks in flight").
   static constexpr uint32_t kDefaultMaxInFlight = 32;
 
   // A request of several rows reads the whole region its walks may touch
   // in large sequential reads (WarmImage with read_missing) when its walks
   // times this factor reach the region's blocks: where sequential reads are
-  // cheap against random ones, a small factor's worth of walks pays.
+  // cheap against random ones, a small factor's worth of walks pays. One
+  // row always reads only what it needs.
   virtual uint64_t sequential_read_walks_factor() const { return kSequentialReadWalksFactor; }
 
-  // Measured on the 682-tree forest (13,279 node blocks of 4 KiB, a local
-  // virtio disk, bench/cold_bench.py): reading the region like `cat` takes
-  // ~30-50 ms, fetching in flight ~1.5 blocks per walk at ~35k random
-  // reads/s: one row 1,035 blocks ~30 ms, ten rows 4,058 blocks ~140 ms,
-  // 100 rows 12,795 blocks 0.5-1 s. One row always reads only what it needs.
+  // For a local disk, where reading a region whole costs about what a few
+  // rows' random reads do (engine/DESIGN.md, "Whole regions").
   static constexpr uint64_t kSequentialReadWalksFactor = 8;
 };
 

@@ -68,10 +68,9 @@ constexpr uint64_t kWarmForestNodesPerWalk = 4;
 
 // Rows per request of PredictAll/PredictLeaves with several threads: about
 // eight requests per thread (BalancedChunk), each taken by the next free
-// thread, so a slower core takes fewer (measured on this project's 2-vCPU
-// VM: one vCPU runs the warm loop 1.4-2.2x slower than the other, which
-// equal halves leave the fast one waiting for), and at least this many
-// rows, so that a cold batch keeps many walks in flight per request.
+// thread, so a slower core takes fewer (cores of a VM need not be equally
+// fast: engine/DESIGN.md, "Threads"), and at least this many rows, so that
+// a cold batch keeps many walks in flight per request.
 constexpr size_t kMinChunkRows = 256;
 
 }  // namespace
@@ -84,7 +83,9 @@ Status FaultStatus(const PacFile& file, const WalkFault& fault) {
     case WalkFault::kNone:
       return Status::Ok();
     case WalkFault::kBadReference:
-      return Status::Corruption(tree + "has a node reference outside the node region or a cycle");
+      return Status::Corruption(tree +
+                                "has a node reference outside the node region or across a block "
+                                "trailer, or a cycle");
     case WalkFault::kBadFeature:
       return Status::Corruption(tree + "splits on a feature the model does not have (it has " +
                                 std::to_string(file.header().num_features) + ")");

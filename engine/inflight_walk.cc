@@ -101,15 +101,12 @@ template <typename NodeT, bool kF32Input, typename Acc, bool kLeaves>
 WalkFault Scheduler<NodeT, kF32Input, Acc, kLeaves>::Advance(const RowMatrix& rows, size_t r0,
                                                              const uint32_t* ids, size_t n,
                                                              uint32_t* parked, size_t* nparked) {
-  constexpr uint64_t kNodeUnits = sizeof(NodeT) / kUnit;
   const uint64_t T = h_.num_trees;
   const uint32_t nf = h_.num_features, w = h_.leaf_width;
   const uint32_t record_bytes = LeafRecordBytes(w);
   const uint32_t max_steps = h_.max_depth + 1;
   const uint32_t shift = static_cast<uint32_t>(__builtin_ctz(h_.block_size));
   const uint64_t in_block = h_.block_size - 1;
-  const uint64_t lo = h_.node_first_block * (h_.block_size / kUnit);
-  const uint64_t span = h_.node_block_count * (h_.block_size / kUnit) - (kNodeUnits - 1);
   for (size_t k = 0; k < n; ++k) {
     const uint32_t id = ids[k];
     Walk& wk = walks_[id];
@@ -145,7 +142,11 @@ WalkFault Scheduler<NodeT, kF32Input, Acc, kLeaves>::Advance(const RowMatrix& ro
     };
     for (;;) {
       if (wk.kind == kNodeKind) {
-        if (__builtin_expect(wk.ref - lo >= span, 0)) return {WalkFault::kBadReference, t};
+        // Inside one payload, not just the region: `blk` may be a copy of
+        // this block alone (BlockFetcher::Arrived, a store's cache), so a
+        // node across the trailer would be read past its end.
+        if (__builtin_expect(!file_.RefInNodeRegion(wk.ref, sizeof(NodeT)), 0))
+          return {WalkFault::kBadReference, t};
         const uint64_t at = wk.ref;
         if (!reach(at * kUnit)) break;
         if (__builtin_expect(++wk.steps > max_steps, 0)) return {WalkFault::kBadReference, t};

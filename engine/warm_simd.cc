@@ -21,20 +21,17 @@ namespace {
 // independent vectors overlap. A lane whose walk has ended is masked off
 // until every lane of the batch has ended; then the batch stores its leaves
 // and the next rows start. (Refilling ended lanes at once, with AVX-512's
-// expand and scatter, measured slower: the refill chains the vectors'
-// steps.) A node (WarmNode<float>) is read as two 64-bit halves, (threshold,
-// feature) and (left, right): the children are gathered beside the
-// threshold, off the chain, and the compare picks one — 48 loads a step
-// instead of 64 with 32-bit gathers, and two gathers deep instead of three
-// (measured 1.3x faster with AVX-512, 1.05x with AVX2). `!(x <= threshold)`
+// expand and scatter, was slower: the refill chains the vectors' steps.) A
+// node (WarmNode<float>) is read as two 64-bit halves, (threshold, feature)
+// and (left, right): the children are gathered beside the threshold, off the
+// chain, and the compare picks one — 48 loads a step instead of 64 with
+// 32-bit gathers, and two gathers deep instead of three. `!(x <= threshold)`
 // (NLE, true for NaN too) goes right, as GoesLeft's plain compare does for
-// the rows these kernels are given. Measured (1 thread, AVX-512 machine,
-// 1,030 trees of depth 12): 64 rows a batch (4 x 16, 8 x 8) 1.2-1.3x faster
-// than 32 or 96, and AVX-512 ~1.3x faster than AVX2; both ~2-3x faster than
-// the scalar lanes. A value is gathered from the rows where they lie
-// (row-major, x + row * nf + feature, the row offsets computed once per
-// batch): no transposition pass over the input and no multiply on the
-// chain; measured 10-15% faster than a feature-major copy of the block.
+// the rows these kernels are given. A batch is 64 rows (4 x 16, 8 x 8). A
+// value is gathered from the rows where they lie (row-major, x + row * nf +
+// feature, the row offsets computed once per batch): no transposition pass
+// over the input and no multiply on the chain. What each of these choices
+// gained: engine/DESIGN.md, "SIMD kernels".
 
 // AVX-512: 16 lanes a vector; each half of 16 nodes by two 8-lane gathers.
 template <int kGroups>

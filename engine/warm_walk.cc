@@ -146,8 +146,8 @@ class WarmLoop {
   // row of a block walks a tree before the next; either way a tree's nodes are
   // fetched about once per block. The buffers are the caller's: this runs
   // where a SIGBUS may jump out, so it creates nothing with a destructor.
-  // Walks interleaved (measured: 16 lanes 10-30% faster than 8 on the three
-  // benchmark models, bench/warm_bench.py).
+  // Walks interleaved: enough independent chains to fill the CPU's
+  // out-of-order window (engine/DESIGN.md, "The warm walk").
   static constexpr uint32_t kLanes = 16;
   static constexpr uint32_t kLaneDone = 4;  // not a RefKind: the lane has no rows left
 
@@ -387,19 +387,11 @@ WalkFault WarmLoop<NodeT, kF32Input, Acc, kLeaves>::Run(const WalkJob& job, Acc*
 // Rows per block of the warm loop. A forest larger than the L2 cache comes
 // from farther away once per block, so many rows should share each fetch;
 // a forest that fits stays there anyway, and fewer rows keep the block's
-// features in L1/L2 instead. Measured (1 thread, 10,000 Fashion-MNIST rows,
-// L2 1 MiB, a loaded machine): the 682-tree forest (54 MB of nodes) 1,024
-// rows ~1.4x faster than 256 and ~2x than 64; the 1,030-tree XGBoost model
-// (1.6 MB) 1,024 rows ~10% faster than 64; the 256-tree one (0.8 MB) 64 rows
-// ~1.5x faster than 1,024. A block's features stay within kBlockBytes.
+// features in L1/L2 instead. A block's features stay within kBlockBytes.
 // The SIMD kernels walk one tree over the whole block, 64 rows at a time,
 // reading the rows where they lie (row-major): fewer rows keep the block's
 // features in L1/L2, more share each fetch of a forest far larger than L2.
-// Measured (1 thread, L2 2 MiB, AVX-512, 10,000 float32 rows from Python,
-// two interleaved rounds): 1,030 trees of depth 12 (3 MB warm) 122-130 ms
-// at 128 rows vs 153-161 at 256; 256 depth-8 trees 26-27 vs 28-29 ms; a
-// 200-tree LightGBM model 29-31 ms either way; the 682-tree forest (58 MB)
-// 977-1,070 ms at 128 vs 951-959 at 256.
+// The sizes: engine/DESIGN.md, "The warm walk".
 size_t BlockRows(const PacHeader& h, size_t node_bytes, size_t rows, bool simd) {
   constexpr size_t kLargeForestRows = 1024, kSmallForestRows = 64, kSimdRows = 128,
                    kSimdHugeForestRows = 256, kHugeForestL2s = 16;

@@ -19,26 +19,25 @@
 //               interleaved bins + block-aligned WDFS residuals (the paper's
 //               PACSET, "binblockstat")
 //   pacset      interleaved bins + block-aligned residuals whose blocks are
-//               filled hottest-frontier-first (the default; see layouts.cc)
+//               filled hottest-frontier-first (the default; see pack_layouts.cc)
 //
 // Bin parameters. How many levels to interleave and how many trees to put in
-// a bin depend on the forest and the block size (the paper found depth 2 best
-// on its forests; on a 682-tree Fashion-MNIST forest at 64 KiB depth 4 reads
-// 14% fewer blocks per row). Unless forced, the packer chooses them: it places
-// the forest with each candidate and keeps the one whose rows touch the
-// fewest node blocks. With `score_rows` (pacset's --calibrate rows) that is
-// counted exactly, by routing up to 2,000 of them; otherwise it is the
+// a bin depend on the forest and the block size (no one depth is best for
+// every forest: docs/bin-choice.md). Unless forced, the packer chooses them:
+// it places the forest with each candidate and keeps the one whose rows touch
+// the fewest node blocks. With `score_rows` (pacset's --calibrate rows) that
+// is counted exactly, by routing up to 2,000 of them; otherwise it is the
 // *expected* count from the node weights alone (training cardinalities: a
-// node's access probability is its cardinality over its root's), which tracks
-// measured counts within a few percent but cannot tell apart candidates that
-// close (layout/internal/placement.h, bench/layout_choice_bench.py).
+// node's access probability is its cardinality over its root's), which
+// cannot tell apart candidates that score within its error
+// (layout/internal/placement.h; how close it comes: docs/bin-choice.md).
 // Candidates: depths 1, 2, ... until three in a row do not improve (at most 8
 // and the forest's depth), each with as many trees per bin as fit one block;
 // then, at the best depth, one bin of all trees when bins are small. The
 // choice and every candidate's score are kept in the file's source info
 // (layout/FORMAT.md) and shown by `pacset info`. Choosing costs one placement
-// per candidate, about 4-8 of them, up to 4 at a time on 4 cores (each holds
-// 8 bytes a node); the encoding is done once.
+// per candidate, up to 4 at a time on 4 cores (each holds 8 bytes a node);
+// the encoding is done once.
 #pragma once
 
 #include <cstdint>

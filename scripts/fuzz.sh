@@ -1,85 +1,127 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (fuzz/) with clang, AddressSanitizer and
-# UndefinedBehaviorSanitizer into ./build-fuzz, replays every input kept in
+# UndefinedBehaviorSanitizer into ./build-fuzz (BUILD), replays every input kept in
 # fuzz/regression/TARGET/ (inputs that once crashed), then fuzzes each target
 # for a while, one at a time.
 #   bash scripts/fuzz.sh [SECONDS_PER_TARGET [TARGET...]]   (default 30 s, every target)
 # Seeds come from the test fixtures, fuzz/seeds/ and small models trained
-# and packed on the fly; corpora grow in build-fuzz/corpus/TARGET. A crash leaves its
-# input in build-fuzz/artifacts/ and fails the script: add it to
+# and packed on the fly; corpora grow in BUILD/corpus/TARGET. A crash leaves its
+# input in BUILD/artifacts/ and fails the script: add it to
 # fuzz/regression/TARGET/ with the fix.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_PER_TARGET=${1:-30}
 shift || true
 TARGETS=("$@")
-[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(pac_file xgboost_json xgboost_ubjson sklearn_json
+[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(pac_file pac_structure xgboost_json xgboost_ubjson sklearn_json
   sklearn_stream lightgbm_text forest_file csv trace store_codec gather_request)
-CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DPACSET_FUZZ=ON -DPACSET_SANITIZE=address,undefined -DPACSET_BUILD_TESTS=OFF \
-  -DPACSET_BUILD_BENCHMARKS=OFF -DPACSET_BUILD_PYTHON=OFF >/dev/null
-cmake --build build-fuzz -j"$(nproc)" --target fuzzers pacset
-C=build-fuzz/corpus
+# The build: $PACSET_FUZZ_BUILD_DIR when it is configured with the fuzzers
+# already (scripts/test.sh's sanitizer build, which runs the tests too), else
+# ./build-fuzz, configured here.
+B=${PACSET_FUZZ_BUILD_DIR:-build-fuzz}
+if ! grep -q '^PACSET_FUZZ:BOOL=ON' "$B/CMakeCache.txt" 2>/dev/null; then
+  CC=clang CXX=clang++ cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DPACSET_FUZZ=ON -DPACSET_SANITIZE=address,undefined -DPACSET_BUILD_TESTS=OFF \
+    -DPACSET_BUILD_BENCHMARKS=OFF -DPACSET_BUILD_PYTHON=OFF >/dev/null
+fi
+cmake --build "$B" -j"$(nproc)" --target fuzzers pacset
+C=$B/corpus
 for t in "${TARGETS[@]}"; do mkdir -p "$C/$t"; done
-mkdir -p build-fuzz/artifacts
+mkdir -p $B/artifacts
 # Seeds: small real files of each kind (fuzz/seeds/ holds the ones no tool
 # here writes: forest files, traces, store catalog records).
 cp tests/data/lightgbm/*.txt "$C/lightgbm_text/" 2>/dev/null || true
 for t in "${TARGETS[@]}"; do
   if [ -d "fuzz/seeds/$t" ]; then cp fuzz/seeds/"$t"/* "$C/$t/"; fi
 done
-if [ ! -f build-fuzz/seeds.done ]; then
-  /usr/bin/python3 - "$C" tools/pacset-sklearn-export <<'PY'
-import os, subprocess, sys, tempfile
-import joblib, numpy as np, xgboost as xgb
-from sklearn.ensemble import GradientBoostingClassifier, RandomForestClassifier
-c, exporter = sys.argv[1], sys.argv[2]
+# Seeds made once per build directory (the stamp names this seed set: a
+# new set gets a new stamp). One Python run trains small models of every
+# kind the importers read; the .pac seeds are those models packed every way
+# the reader must handle: leaf records of width 1 and 3, inline classes,
+# every postprocess, compact and wide nodes, 256 B and 4 KiB blocks, format
+# versions 2 and 3.
+if [ ! -f $B/seeds-2.done ]; then
+  M=$B/seed-models
+  mkdir -p "$M" "$C"/{xgboost_json,xgboost_ubjson,sklearn_json,sklearn_stream,csv,pac_file,pac_structure}
+  /usr/bin/python3 - "$C" "$M" tools/pacset-sklearn-export <<'PY'
+import importlib.machinery, importlib.util, io, os, sys
+import numpy as np, xgboost as xgb
+from sklearn.ensemble import (GradientBoostingClassifier, GradientBoostingRegressor,
+                              RandomForestClassifier, RandomForestRegressor)
+c, m, exporter = sys.argv[1:4]
+# The exporter in this process: no interpreter and scikit-learn import per model.
+loader = importlib.machinery.SourceFileLoader("sklearn_export", exporter)
+export = importlib.util.module_from_spec(importlib.util.spec_from_loader(loader.name, loader))
+loader.exec_module(export)
 rng = np.random.default_rng(0)
-X = rng.normal(size=(300, 4)); y = (X[:, 0] > 0).astype(int); y3 = (X[:, 1] > 0) + y
+X = rng.normal(size=(300, 4)); noise = rng.normal(size=300)  # noise: trees of full depth
+y = (X[:, 0] + 0.5 * X[:, 1] + 0.5 * noise > 0).astype(int); y3 = (X[:, 1] + noise > 0) + y
+counts = rng.poisson(np.exp(0.5 * X[:, 2]))
+# XGBoost: sigmoid, softmax, class index, identity, exponential.
 for name, params, label in [("binary", {"objective": "binary:logistic"}, y),
-                            ("multi", {"objective": "multi:softprob", "num_class": 3}, y3)]:
+                            ("multi", {"objective": "multi:softprob", "num_class": 3}, y3),
+                            ("softmax", {"objective": "multi:softmax", "num_class": 3}, y3),
+                            ("reg", {"objective": "reg:squarederror"}, X[:, 0] + X[:, 1]),
+                            ("poisson", {"objective": "count:poisson"}, counts)]:
     b = xgb.train({**params, "max_depth": 3}, xgb.DMatrix(X, label=label), 3)
     open(os.path.join(c, "xgboost_json", name + ".json"), "wb").write(bytes(b.save_raw("json")))
     open(os.path.join(c, "xgboost_ubjson", name + ".ubj"), "wb").write(bytes(b.save_raw("ubj")))
-for name, est in [("rf", RandomForestClassifier(n_estimators=3, max_depth=3, random_state=0)),
-                  ("gb", GradientBoostingClassifier(n_estimators=3, max_depth=2, random_state=0))]:
-    est.fit(X, y3)
-    with tempfile.TemporaryDirectory() as d:
-        p = os.path.join(d, name + ".joblib")
-        joblib.dump(est, p)
-        subprocess.run([sys.executable, exporter, p, "-o",
-                        os.path.join(c, "sklearn_json", name + ".json")], check=True)
-        if os.path.isdir(os.path.join(c, "sklearn_stream")):  # the target supplies the magic
-            stream = subprocess.run([sys.executable, exporter, p, "--stream"], check=True,
-                                    capture_output=True).stdout
-            open(os.path.join(c, "sklearn_stream", name + ".bin"), "wb").write(stream[8:])
+# scikit-learn: 3 classes (leaf records of width 3, inline classes; boosting
+# of width 1), 2 classes (sigmoid pair), regressors (identity, mean and sum).
+for name, est, label in [
+        ("rf", RandomForestClassifier(n_estimators=3, max_depth=3, random_state=0), y3),
+        ("gb", GradientBoostingClassifier(n_estimators=3, max_depth=2, random_state=0), y3),
+        ("rf2", RandomForestClassifier(n_estimators=3, max_depth=3, random_state=0), y),
+        ("gb2", GradientBoostingClassifier(n_estimators=3, max_depth=3, random_state=0), y),
+        ("rfr", RandomForestRegressor(n_estimators=3, max_depth=3, random_state=0), X[:, 0]),
+        ("gbr", GradientBoostingRegressor(n_estimators=3, max_depth=3, random_state=0), X[:, 0])]:
+    est.fit(X, label)
+    export.write_atomically(os.path.join(c, "sklearn_json", name + ".json"), export.export(est))
+    stream = io.BytesIO()
+    export.write_stream(est, stream)
+    open(os.path.join(c, "sklearn_stream", name + ".bin"), "wb").write(
+        stream.getvalue()[8:])  # the target supplies the magic
 np.savetxt(os.path.join(c, "csv", "rows.csv"), X[:5], delimiter=",")
 PY
-  build-fuzz/tools/pacset pack "$C/xgboost_json/binary.json" -o "$C/pac_file/seed.pac" \
-    --block-size 4KiB >/dev/null
-  touch build-fuzz/seeds.done
+  # LightGBM's text fixtures are float64 models: wide nodes whatever is asked.
+  for model in "$C"/xgboost_json/*.json "$C"/sklearn_json/*.json tests/data/lightgbm/*.txt; do
+    base=$(basename "${model%.*}")
+    case $model in */xgboost_json/*) base=xgb-$base ;; */sklearn_json/*) base=sk-$base ;;
+      *) base=lgb-$base ;; esac
+    [ "$base" != lgb-categorical ] || continue  # categorical splits: not supported (refused)
+    for variant in "4KiB" "256 --wide-nodes" "256 --format-version 2" \
+        "4KiB --format-version 2 --layout dfs"; do
+      read -r bs opts <<<"$variant"
+      # shellcheck disable=SC2086  # opts: several words
+      $B/tools/pacset pack "$model" -o "$M/$base-$bs${opts// /}.pac" --block-size "$bs" \
+        $opts >/dev/null
+    done
+  done
+  cp "$M"/*.pac "$C/pac_file/"
+  cp "$M"/*.pac "$C/pac_structure/"
+  touch $B/seeds-2.done
 fi
 export ASAN_OPTIONS=detect_leaks=0
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 status=0
 for t in "${TARGETS[@]}"; do
-  bin=build-fuzz/fuzz/${t}_fuzzer
+  bin=$B/fuzz/${t}_fuzzer
   if [ -d "fuzz/regression/$t" ] && [ -n "$(ls -A "fuzz/regression/$t")" ]; then
     echo "== $t: replaying fuzz/regression/$t"
     if ! "$bin" -rss_limit_mb=2048 -timeout=25 "fuzz/regression/$t"/* \
-        >"build-fuzz/$t.replay.log" 2>&1; then
-      echo "FAIL: $t regression input (see build-fuzz/$t.replay.log)"; tail -30 "build-fuzz/$t.replay.log"
+        >"$B/$t.replay.log" 2>&1; then
+      echo "FAIL: $t regression input (see $B/$t.replay.log)"; tail -30 "$B/$t.replay.log"
       status=1; continue
     fi
   fi
   echo "== $t: ${SECONDS_PER_TARGET}s"
   if ! "$bin" -max_total_time="$SECONDS_PER_TARGET" -max_len=262144 -timeout=25 \
-      -rss_limit_mb=2048 -artifact_prefix=build-fuzz/artifacts/ -print_final_stats=1 \
-      "$C/$t" 2>"build-fuzz/$t.log"; then
-    echo "FAIL: $t (see build-fuzz/$t.log and build-fuzz/artifacts/)"; tail -30 "build-fuzz/$t.log"
+      -rss_limit_mb=2048 -artifact_prefix=$B/artifacts/ -print_final_stats=1 \
+      "$C/$t" 2>"$B/$t.log"; then
+    echo "FAIL: $t (see $B/$t.log and $B/artifacts/)"; tail -30 "$B/$t.log"
     status=1
   else
-    grep -E "stat::number_of_executed_units|cov:" "build-fuzz/$t.log" | tail -2
+    grep -E "stat::number_of_executed_units|cov:" "$B/$t.log" | tail -2
   fi
 done
 exit $status

@@ -27,6 +27,7 @@
 #include "store/internal/backends.h"
 #include "store/internal/codec.h"
 #include "store/internal/file_util.h"
+#include "store/internal/generation_writer.h"
 #include "util/atomic_file.h"
 #include "util/file_io.h"
 #include "util/string_util.h"
@@ -45,35 +46,23 @@ constexpr char kPendingSuffix[] = ".pac.pending";
 
 class DirStore;
 
-class DirWriter final : public GenerationWriter {
+class DirWriter final : public GenerationWriterBase {
  public:
   DirWriter(DirStore* store, std::string name, uint64_t gen, uint32_t block_size,
             uint64_t block_count, UniqueFd fd, std::string path)
-      : store_(store),
-        name_(std::move(name)),
-        gen_(gen),
-        block_size_(block_size),
-        block_count_(block_count),
+      : GenerationWriterBase(std::move(name), gen, block_size, block_count),
+        store_(store),
         fd_(std::move(fd)),
-        path_(std::move(path)),
-        written_(block_count, false) {}
-
-  uint64_t generation() const override { return gen_; }
-  Status Put(uint64_t index, const char* block) override;
-  Status Publish(ForestInfo info) override;
+        path_(std::move(path)) {}
 
  private:
   friend class DirStore;
+  Status WriteBlock(uint64_t index, const char* block) override;
+  Status PublishGeneration(const ForestInfo& info) override;
+
   DirStore* store_;
-  std::string name_;
-  uint64_t gen_;
-  uint32_t block_size_;
-  uint64_t block_count_;
   UniqueFd fd_;  // holds the flock that marks the import as alive
   std::string path_;
-  std::vector<bool> written_;
-  uint64_t n_written_ = 0;
-  bool published_ = false;
 };
 
 class DirStore final : public BlockStore {
@@ -96,10 +85,10 @@ class DirStore final : public BlockStore {
   Status Refresh() override;
   // A batch's blocks are read at once through an io_uring (ReadBlocks);
   // where the kernel refuses it, with a pread each: then 32 calls at once,
-  // like the engine's pread pool (engine/pac_file_source.cc).
+  // like the engine's pread pool (engine/internal/read_threads.h).
   uint32_t read_parallelism() const override { return UringAvailable() ? 1 : 32; }
 
-  Status PublishWriter(DirWriter* w, ForestInfo info);
+  Status PublishWriter(DirWriter* w, const ForestInfo& info);
 
  protected:
   Status ReadBlocks(const ForestInfo& forest, const std::vector<uint64_t>& blocks,
@@ -147,22 +136,13 @@ class DirStore final : public BlockStore {
   std::map<std::pair<std::string, uint64_t>, std::shared_ptr<GenFds>> fds_;
 };
 
-Status DirWriter::Put(uint64_t index, const char* block) {
-  const std::string context = ForestContext(name_, gen_);
-  if (published_) return Status::InvalidArgument(context + ": already published");
-  if (index >= block_count_)
-    return Status::InvalidArgument(context + ": block " + std::to_string(index) +
-                                   " is beyond the block count " + std::to_string(block_count_));
-  if (written_[index])
-    return Status::InvalidArgument(context + ": block " + std::to_string(index) + " written twice");
-  PACSET_RETURN_IF_ERROR(
-      PwriteFull(fd_.get(), block, block_size_, index * uint64_t{block_size_}, path_));
-  written_[index] = true;
-  ++n_written_;
-  return Status::Ok();
+Status DirWriter::WriteBlock(uint64_t index, const char* block) {
+  return PwriteFull(fd_.get(), block, block_size(), index * uint64_t{block_size()}, path_);
 }
 
-Status DirWriter::Publish(ForestInfo info) { return store_->PublishWriter(this, std::move(info)); }
+Status DirWriter::PublishGeneration(const ForestInfo& info) {
+  return store_->PublishWriter(this, info);
+}
 
 Status DirStore::Init() {
   const std::string where = "dir:" + root_;
@@ -247,36 +227,25 @@ StatusOr<std::unique_ptr<GenerationWriter>> DirStore::BeginGeneration(const std:
       new DirWriter(this, name, gen, block_size, block_count, std::move(fd), path));
 }
 
-Status DirStore::PublishWriter(DirWriter* w, ForestInfo info) {
-  const std::string context = ForestContext(w->name_, w->gen_);
-  if (w->published_) return Status::InvalidArgument(context + ": already published");
-  if (w->n_written_ != w->block_count_)
-    return Status::InvalidArgument(context + ": only " + std::to_string(w->n_written_) + " of " +
-                                   std::to_string(w->block_count_) + " blocks were written");
+Status DirStore::PublishWriter(DirWriter* w, const ForestInfo& info) {
+  const std::string& name = info.name;
+  const uint64_t gen = info.generation;
   PACSET_RETURN_IF_ERROR(FsyncFd(w->fd_.get(), w->path_));
   {
     PACSET_ASSIGN_OR_RETURN(UniqueFd lock, LockCatalog());
     PACSET_ASSIGN_OR_RETURN(DirCatalog cat, ReadCatalog());
-    if (auto it = cat.current.find(w->name_);
-        it != cat.current.end() && it->second.generation >= w->gen_)
-      return Status::AlreadyExists(context + ": generation " +
+    if (auto it = cat.current.find(name); it != cat.current.end() && it->second.generation >= gen)
+      return Status::AlreadyExists(ForestContext(name, gen) + ": generation " +
                                    std::to_string(it->second.generation) +
                                    " was published meanwhile; import again");
-    const std::string final_path = GenFile(w->name_, w->gen_);
+    const std::string final_path = GenFile(name, gen);
     if (::rename(w->path_.c_str(), final_path.c_str()) != 0)
       return Status::FromErrno("rename " + w->path_ + " to " + final_path, errno);
-    PACSET_RETURN_IF_ERROR(FsyncDir(ForestDir(w->name_)));
-    info.name = w->name_;
-    info.generation = w->gen_;
-    info.block_size = w->block_size_;
-    info.block_count = w->block_count_;
-    info.size_bytes = uint64_t{w->block_size_} * w->block_count_;
-    if (info.created_unix_ns == 0) info.created_unix_ns = NowUnixNs();
-    cat.current[w->name_] = info;
-    cat.generations[w->name_][w->gen_] = info;
+    PACSET_RETURN_IF_ERROR(FsyncDir(ForestDir(name)));
+    cat.current[name] = info;
+    cat.generations[name][gen] = info;
     // On failure the renamed file is an old, unpinned generation: garbage.
     PACSET_RETURN_IF_ERROR(WriteCatalog(cat));
-    w->published_ = true;
     w->fd_.reset();
   }
   (void)CollectGarbage();  // best effort: the publish itself succeeded

@@ -48,6 +48,7 @@
 #include "store/block_store.h"
 #include "store/internal/backends.h"
 #include "store/internal/codec.h"
+#include "store/internal/generation_writer.h"
 #include "store/internal/redis_router.h"
 #include "util/string_util.h"
 
@@ -149,39 +150,27 @@ bool ParseField(const std::string& field, std::string* name, uint64_t* gen) {
 
 class RedisStore;
 
-class RedisWriter final : public GenerationWriter {
+class RedisWriter final : public GenerationWriterBase {
  public:
   RedisWriter(RedisStore* store, std::string name, uint64_t gen, uint32_t block_size,
               uint64_t block_count, std::shared_ptr<std::atomic<bool>> lease_lost)
-      : store_(store),
-        name_(std::move(name)),
-        gen_(gen),
-        block_size_(block_size),
-        block_count_(block_count),
-        lease_lost_(std::move(lease_lost)),
-        written_(block_count, false) {}
+      : GenerationWriterBase(std::move(name), gen, block_size, block_count),
+        store_(store),
+        lease_lost_(std::move(lease_lost)) {}
   ~RedisWriter() override;
 
-  uint64_t generation() const override { return gen_; }
-  Status Put(uint64_t index, const char* block) override;
-  Status Publish(ForestInfo info) override;
-
  private:
+  Status WriteBlock(uint64_t index, const char* block) override;
+  Status SendBatchIfFull() override;
+  Status PublishGeneration(const ForestInfo& info) override;
   Status Drain();  // sends the batch
 
   RedisStore* store_;
-  std::string name_;
-  uint64_t gen_;
-  uint32_t block_size_;
-  uint64_t block_count_;
   std::shared_ptr<std::atomic<bool>> lease_lost_;
-  // Blocks waiting to be sent, one pipeline per batch (see Put).
+  // Blocks waiting to be sent, one pipeline per batch (see SendBatchIfFull).
   std::vector<std::string> batch_keys_;
   std::vector<std::string> batch_blocks_;
   size_t batch_bytes_ = 0;
-  std::vector<bool> written_;
-  uint64_t n_written_ = 0;
-  bool published_ = false;
 };
 
 class RedisStore final : public BlockStore {
@@ -238,8 +227,7 @@ class RedisStore final : public BlockStore {
   RedisRouter& router() { return *router_; }
   const std::string& where() const { return router_->where(); }
   const StoreOptions& options() const { return options_; }
-  Status PublishWriter(const std::string& name, uint64_t gen, uint32_t block_size,
-                       uint64_t block_count, ForestInfo info);
+  Status PublishWriter(const ForestInfo& info);
   void AbandonWriter(const std::string& name, uint64_t gen);
 
   // Runs fn on a pooled connection to the catalog's server; when that failed
@@ -303,27 +291,21 @@ class RedisStore final : public BlockStore {
 };
 
 RedisWriter::~RedisWriter() {
-  if (!published_) store_->AbandonWriter(name_, gen_);
+  if (!published()) store_->AbandonWriter(name(), generation());
 }
 
-Status RedisWriter::Put(uint64_t index, const char* block) {
-  const std::string context = ForestContext(name_, gen_);
-  if (published_) return Status::InvalidArgument(context + ": already published");
-  if (index >= block_count_)
-    return Status::InvalidArgument(context + ": block " + std::to_string(index) +
-                                   " is beyond the block count " + std::to_string(block_count_));
-  if (written_[index])
-    return Status::InvalidArgument(context + ": block " + std::to_string(index) + " written twice");
+Status RedisWriter::WriteBlock(uint64_t index, const char* block) {
   if (lease_lost_->load())
-    return Status::DeadlineExceeded(context + ": the import's lease on " + store_->where() +
+    return Status::DeadlineExceeded(context() + ": the import's lease on " + store_->where() +
                                     " expired; import again");
-  batch_keys_.push_back(RedisBlockKey(name_, gen_, index));
-  batch_blocks_.emplace_back(block, block_size_);
-  batch_bytes_ += block_size_;
-  written_[index] = true;
-  ++n_written_;
-  if (batch_keys_.size() >= 64 || batch_bytes_ >= (8u << 20)) return Drain();
+  batch_keys_.push_back(RedisBlockKey(name(), generation(), index));
+  batch_blocks_.emplace_back(block, block_size());
+  batch_bytes_ += block_size();
   return Status::Ok();
+}
+
+Status RedisWriter::SendBatchIfFull() {
+  return batch_keys_.size() >= 64 || batch_bytes_ >= (8u << 20) ? Drain() : Status::Ok();
 }
 
 Status RedisWriter::Drain() {
@@ -337,21 +319,13 @@ Status RedisWriter::Drain() {
   batch_blocks_.clear();
   batch_bytes_ = 0;
   for (const auto& r : replies)
-    if (!r.ok()) return r.status().WithContext(ForestContext(name_, gen_));
+    if (!r.ok()) return r.status().WithContext(context());
   return Status::Ok();
 }
 
-Status RedisWriter::Publish(ForestInfo info) {
-  const std::string context = ForestContext(name_, gen_);
-  if (published_) return Status::InvalidArgument(context + ": already published");
+Status RedisWriter::PublishGeneration(const ForestInfo& info) {
   if (!batch_keys_.empty()) PACSET_RETURN_IF_ERROR(Drain());
-  if (n_written_ != block_count_)
-    return Status::InvalidArgument(context + ": only " + std::to_string(n_written_) + " of " +
-                                   std::to_string(block_count_) + " blocks were written");
-  PACSET_RETURN_IF_ERROR(
-      store_->PublishWriter(name_, gen_, block_size_, block_count_, std::move(info)));
-  published_ = true;
-  return Status::Ok();
+  return store_->PublishWriter(info);
 }
 
 void RedisStore::AbandonWriter(const std::string& name, uint64_t gen) {
@@ -439,15 +413,10 @@ StatusOr<std::unique_ptr<GenerationWriter>> RedisStore::BeginGeneration(const st
       new RedisWriter(this, name, gen, block_size, block_count, lost));
 }
 
-Status RedisStore::PublishWriter(const std::string& name, uint64_t gen, uint32_t block_size,
-                                 uint64_t block_count, ForestInfo info) {
+Status RedisStore::PublishWriter(const ForestInfo& info) {
+  const std::string& name = info.name;
+  const uint64_t gen = info.generation;
   const std::string context = ForestContext(name, gen);
-  info.name = name;
-  info.generation = gen;
-  info.block_size = block_size;
-  info.block_count = block_count;
-  info.size_bytes = uint64_t{block_size} * block_count;
-  if (info.created_unix_ns == 0) info.created_unix_ns = NowUnixNs();
   const std::string field = Field(name, gen);
   const std::string lease = keys_.pending_lease_prefix + field;
   const std::string gen_s = std::to_string(gen);

@@ -71,6 +71,7 @@
 #include "store/internal/backends.h"
 #include "store/internal/codec.h"
 #include "store/internal/file_util.h"
+#include "store/internal/generation_writer.h"
 #include "store/internal/uring_file_system.h"
 #include "util/atomic_file.h"
 #include "util/file_io.h"
@@ -139,35 +140,22 @@ bool IsLockError(const rocksdb::Status& s) {
 
 class RocksDbStore;
 
-class RocksDbWriter final : public GenerationWriter {
+class RocksDbWriter final : public GenerationWriterBase {
  public:
   RocksDbWriter(RocksDbStore* store, std::string name, uint64_t gen, uint32_t block_size,
                 uint64_t block_count)
-      : store_(store),
-        name_(std::move(name)),
-        gen_(gen),
-        block_size_(block_size),
-        block_count_(block_count),
-        written_(block_count, false) {}
+      : GenerationWriterBase(std::move(name), gen, block_size, block_count), store_(store) {}
   ~RocksDbWriter() override;
-
-  uint64_t generation() const override { return gen_; }
-  Status Put(uint64_t index, const char* block) override;
-  Status Publish(ForestInfo info) override;
 
  private:
   friend class RocksDbStore;
+  Status WriteBlock(uint64_t index, const char* block) override;
+  Status SendBatchIfFull() override;
+  Status PublishGeneration(const ForestInfo& info) override;
   Status WriteBatchOut();
 
   RocksDbStore* store_;
-  std::string name_;
-  uint64_t gen_;
-  uint32_t block_size_;
-  uint64_t block_count_;
   rocksdb::WriteBatch batch_;
-  std::vector<bool> written_;
-  uint64_t n_written_ = 0;
-  bool published_ = false;
 };
 
 class RocksDbStore final : public BlockStore {
@@ -206,10 +194,10 @@ class RocksDbStore final : public BlockStore {
   // 15 runs each, medians: 23 ms and 27 ms of daemon CPU at 8 parts, against
   // 25 ms and 34 ms for 32 parts of preads; 2 and 4 parts: 25-26 ms). Without
   // io_uring RocksDB reads one block after another: 32 parts, like the
-  // engine's pread pool (engine/pac_file_source.cc).
+  // engine's pread pool (engine/internal/read_threads.h).
   uint32_t read_parallelism() const override { return env_ != nullptr ? 8 : 32; }
 
-  Status PublishWriter(RocksDbWriter* w, ForestInfo info);
+  Status PublishWriter(RocksDbWriter* w, const ForestInfo& info);
   void WriterGone(const std::string& name, uint64_t gen) {
     std::lock_guard<std::mutex> lock(write_mu_);
     live_writers_.erase({name, gen});
@@ -262,23 +250,16 @@ class RocksDbStore final : public BlockStore {
   std::set<std::pair<std::string, uint64_t>> live_writers_;
 };
 
-RocksDbWriter::~RocksDbWriter() { store_->WriterGone(name_, gen_); }
+RocksDbWriter::~RocksDbWriter() { store_->WriterGone(name(), generation()); }
 
-Status RocksDbWriter::Put(uint64_t index, const char* block) {
-  const std::string context = ForestContext(name_, gen_);
-  if (published_) return Status::InvalidArgument(context + ": already published");
-  if (index >= block_count_)
-    return Status::InvalidArgument(context + ": block " + std::to_string(index) +
-                                   " is beyond the block count " + std::to_string(block_count_));
-  if (written_[index])
-    return Status::InvalidArgument(context + ": block " + std::to_string(index) + " written twice");
+Status RocksDbWriter::WriteBlock(uint64_t index, const char* block) {
   rocksdb::Status s =
-      batch_.Put(RocksDbBlockKey(name_, gen_, index), rocksdb::Slice(block, block_size_));
-  if (!s.ok()) return FromRocks(s, store_->where());
-  written_[index] = true;
-  ++n_written_;
-  if (batch_.GetDataSize() >= (4u << 20)) return WriteBatchOut();
-  return Status::Ok();
+      batch_.Put(RocksDbBlockKey(name(), generation(), index), rocksdb::Slice(block, block_size()));
+  return s.ok() ? Status::Ok() : FromRocks(s, store_->where());
+}
+
+Status RocksDbWriter::SendBatchIfFull() {
+  return batch_.GetDataSize() >= (4u << 20) ? WriteBatchOut() : Status::Ok();
 }
 
 Status RocksDbWriter::WriteBatchOut() {
@@ -287,11 +268,11 @@ Status RocksDbWriter::WriteBatchOut() {
   wo.disableWAL = true;  // made durable by the flush in Publish
   rocksdb::Status s = store_->db()->Write(wo, &batch_);
   batch_.Clear();
-  return FromRocks(s, store_->where() + ": write blocks of " + ForestContext(name_, gen_));
+  return FromRocks(s, store_->where() + ": write blocks of " + context());
 }
 
-Status RocksDbWriter::Publish(ForestInfo info) {
-  return store_->PublishWriter(this, std::move(info));
+Status RocksDbWriter::PublishGeneration(const ForestInfo& info) {
+  return store_->PublishWriter(this, info);
 }
 
 // The tuning defaults (store/internal/backends.h) are the measured choice
@@ -542,38 +523,29 @@ StatusOr<std::unique_ptr<GenerationWriter>> RocksDbStore::BeginGeneration(const 
       new RocksDbWriter(this, name, gen, block_size, block_count));
 }
 
-Status RocksDbStore::PublishWriter(RocksDbWriter* w, ForestInfo info) {
-  const std::string context = ForestContext(w->name_, w->gen_);
-  if (w->published_) return Status::InvalidArgument(context + ": already published");
-  if (w->n_written_ != w->block_count_)
-    return Status::InvalidArgument(context + ": only " + std::to_string(w->n_written_) + " of " +
-                                   std::to_string(w->block_count_) + " blocks were written");
+Status RocksDbStore::PublishWriter(RocksDbWriter* w, const ForestInfo& info) {
+  const std::string& name = info.name;
+  const uint64_t gen = info.generation;
+  const std::string context = ForestContext(name, gen);
   PACSET_RETURN_IF_ERROR(w->WriteBatchOut());
   rocksdb::FlushOptions fo;
   fo.wait = true;
   PACSET_RETURN_IF_ERROR(FromRocks(db_->Flush(fo), "flush store " + where_));
   {
     std::lock_guard<std::mutex> lock(write_mu_);
-    auto current = ReadInfo(NameKey('C', w->name_), "forest '" + w->name_ + "'");
-    if (current.ok() && current->generation >= w->gen_)
+    auto current = ReadInfo(NameKey('C', name), "forest '" + name + "'");
+    if (current.ok() && current->generation >= gen)
       return Status::AlreadyExists(context + ": generation " + std::to_string(current->generation) +
                                    " was published meanwhile; import again");
-    info.name = w->name_;
-    info.generation = w->gen_;
-    info.block_size = w->block_size_;
-    info.block_count = w->block_count_;
-    info.size_bytes = uint64_t{w->block_size_} * w->block_count_;
-    if (info.created_unix_ns == 0) info.created_unix_ns = NowUnixNs();
     const std::string encoded = EncodeForestInfo(info);
     rocksdb::WriteBatch batch;
-    batch.Put(NameKey('C', w->name_), encoded);
-    batch.Put(GenKey('G', w->name_, w->gen_), encoded);
-    batch.Delete(GenKey('P', w->name_, w->gen_));
+    batch.Put(NameKey('C', name), encoded);
+    batch.Put(GenKey('G', name, gen), encoded);
+    batch.Delete(GenKey('P', name, gen));
     rocksdb::WriteOptions wo;
     wo.sync = true;
     PACSET_RETURN_IF_ERROR(FromRocks(db_->Write(wo, &batch), "publish " + context));
-    w->published_ = true;
-    live_writers_.erase({w->name_, w->gen_});
+    live_writers_.erase({name, gen});
   }
   (void)CollectGarbage();  // best effort: the publish itself succeeded
   return Status::Ok();

@@ -35,6 +35,9 @@ inline void ResealPac(std::string& bytes) {
     std::memcpy(raw, &sum, 8);
     for (uint32_t i = 0; i < 8; ++i) bytes[PayloadStreamOffset(header_size - 8 + i, bs)] = raw[i];
   }
+  // No whole block: nothing more to seal (and file_id, at 128, may lie
+  // past the end of a short input).
+  if (bytes.size() < bs) return;
   const uint64_t seed = version >= 3 ? GetField<uint64_t>(bytes.data(), 128) : 0;
   for (uint64_t b = 0; b < bytes.size() / bs; ++b) SealBlock(bytes.data() + b * bs, bs, b, seed);
 }

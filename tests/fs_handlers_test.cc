@@ -22,7 +22,7 @@
 #include "fs/internal/filesystem.h"
 #include "protocol/gather.h"
 #include "store/fault_injection_store.h"
-#include "testkit/store_test_util.h"
+#include "testkit/test_blocks.h"
 #include "util/atomic_file.h"
 
 namespace pacset {

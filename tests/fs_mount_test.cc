@@ -38,7 +38,7 @@
 #include "store/fault_injection_store.h"
 #include "store/publish.h"
 #include "testkit/random_forest.h"
-#include "testkit/store_test_util.h"
+#include "testkit/test_blocks.h"
 #include "util/atomic_file.h"
 
 namespace pacset {

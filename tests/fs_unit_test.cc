@@ -25,7 +25,7 @@
 #include "fs/stats.h"
 #include "protocol/control.h"
 #include "store/fault_injection_store.h"
-#include "testkit/store_test_util.h"
+#include "testkit/test_blocks.h"
 #include "util/atomic_file.h"
 
 namespace pacset {

@@ -18,9 +18,9 @@
 #include "layout/pack.h"
 #include "layout/structure_check.h"
 #include "model/predict.h"
+#include "testkit/cold_source.h"
 #include "testkit/pac_edit.h"
 #include "testkit/random_forest.h"
-#include "testkit/store_test_util.h"
 #include "tests/test_files.h"
 #include "util/atomic_file.h"
 
@@ -75,11 +75,18 @@ std::string EveryPath(const std::string& bytes, const Forest& f) {
   auto reader = NewPacFileBlockReader(**file);
   note(CheckForestStructure(**file, *reader).status());
   const RowMatrix rows = MakeAdversarialRows(f, 64, 3);
-  for (bool verify : {true, false}) {
+  const PacEngine::SourceFactory cold = [](const PacFile& file, const EngineOptions& o) {
+    return std::make_unique<testing::ColdSource>(
+        NewPacFileSource(file, o.verify_blocks, o.max_in_flight, o.block_io));
+  };
+  // Blocks verified and not, and a source kept cold (every request in
+  // flight, every block read through a fetch: what a cold row on a big file
+  // does, which a small file in memory does not do otherwise).
+  for (int config = 0; config < 3; ++config) {
     EngineOptions o;
-    o.verify_blocks = verify;
+    o.verify_blocks = config != 1;
     auto copy = PacFile::FromBuffer(bytes, "hostile.pac");
-    auto e = PacEngine::FromFile(std::move(*copy), o);
+    auto e = PacEngine::FromFile(std::move(*copy), o, config == 2 ? cold : nullptr);
     if (!e.ok()) {
       note(e.status());
       continue;
@@ -294,6 +301,32 @@ TEST(HostilePac, RandomEditsPastTheChecksumsNeverBreakAReader) {
       errors += !EveryPath(ed.Reseal(), f).empty();
     }
     EXPECT_GT(errors, 0) << ShapeName(shape) << ": no edit was ever caught";
+  }
+}
+
+TEST(HostilePac, ANodeOnABlockTrailerIsCorruptionOnEveryPath) {
+  // Wide nodes at 256 B blocks: the root's children point at the trailer of
+  // a node block. A cold walk read such a node from its fetched copy of the
+  // block, 16 bytes past its end (found by fuzz/pac_structure_fuzzer).
+  const Forest f = MakeForest(Flavor::kXgboost, 23);
+  for (bool wide : {true, false}) {
+    PacEditor ed(Pack(f, 256, wide));
+    const PacHeader& h = ed.header();
+    const uint64_t trailer_unit = (h.node_first_block + 1) * (h.block_size / kUnit) - 1;
+    const uint64_t root = RootOf(ed, 0);
+    if (wide) {
+      WideNode n = ed.Node<WideNode>(root);
+      n.flags &= static_cast<uint8_t>(~(0xF << kLeftKindShift));  // both children nodes
+      n.left = n.right = trailer_unit;
+      ed.SetNode(root, n);
+    } else {
+      CompactNode n = ed.Node<CompactNode>(root);
+      n.feature_flags &= ~(uint32_t{0xF} << (24 + kLeftKindShift));
+      n.left = n.right = static_cast<uint32_t>(trailer_unit);
+      ed.SetNode(root, n);
+    }
+    const std::string msg = EveryPath(ed.Reseal(), f);
+    EXPECT_NE(msg.find("tree 0"), std::string::npos) << (wide ? "wide: " : "compact: ") << msg;
   }
 }
 

@@ -337,7 +337,7 @@ TEST(Engine, LeafIdsNeedTheLeafIdSection) {
   EXPECT_TRUE(e->PredictAll(rows, false, 1, &out).ok());
 }
 
-// ---- Choosing the bin parameters (layout/layout_choice.cc) ----
+// ---- Choosing the bin parameters (layout/pack_bin_choice.cc) ----
 
 // With one tree and weights counted on the very rows routed, the expected
 // blocks per row has nothing left to approximate: it must equal the mean of

@@ -12,7 +12,7 @@
 #include <string>
 
 #include "store/block_store.h"
-#include "testkit/store_test_util.h"
+#include "testkit/test_blocks.h"
 
 using namespace pacset;
 

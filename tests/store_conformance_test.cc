@@ -5,12 +5,15 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <random>
 #include <thread>
 
 #include "store/block_store.h"
 #include "store/publish.h"
-#include "testkit/store_test_util.h"
+#include "testkit/child_process.h"
+#include "testkit/store_env.h"
+#include "testkit/test_blocks.h"
 
 namespace pacset {
 namespace {
@@ -169,6 +172,85 @@ TEST_P(BlockStoreConformance, PutRejectsOutOfRangeAndRepeatedBlocks) {
   EXPECT_EQ((*w)->Put(2, b.data()).code(), StatusCode::kInvalidArgument);
   ASSERT_OK((*w)->Put(0, b.data()));
   EXPECT_EQ((*w)->Put(0, b.data()).code(), StatusCode::kInvalidArgument);
+}
+
+TEST_P(BlockStoreConformance, RejectedPutsNameTheBlockAndChangeNothing) {
+  auto w = store_->BeginGeneration("strict", 4096, 3);
+  ASSERT_TRUE(w.ok());
+  const std::string context = ForestContext("strict", (*w)->generation());
+  Status s = (*w)->Put(3, MakeBlock(4096, 3, 1).data());
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), context + ": block 3 is beyond the block count 3");
+  ASSERT_OK((*w)->Put(1, MakeBlock(4096, 1, 1).data()));
+  s = (*w)->Put(1, MakeBlock(4096, 1, 2).data());
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), context + ": block 1 written twice");
+  // Neither refusal counted a block nor replaced one: the rest completes it.
+  ASSERT_OK((*w)->Put(0, MakeBlock(4096, 0, 1).data()));
+  s = (*w)->Publish(ForestInfo{});
+  EXPECT_EQ(s.message(), context + ": only 2 of 3 blocks were written");
+  ASSERT_OK((*w)->Put(2, MakeBlock(4096, 2, 1).data()));
+  ASSERT_OK((*w)->Publish(ForestInfo{}));
+  auto info = store_->Lookup("strict");
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  std::string b;
+  for (uint64_t i = 0; i < 3; ++i) {
+    ASSERT_OK(store_->Get(*info, i, &b));
+    EXPECT_EQ(b, MakeBlock(4096, i, 1)) << "block " << i;
+  }
+}
+
+TEST_P(BlockStoreConformance, PutAndPublishAfterPublishAreRejected) {
+  auto w = store_->BeginGeneration("done", 4096, 2);
+  ASSERT_TRUE(w.ok());
+  const uint64_t gen = (*w)->generation();
+  for (uint64_t i = 0; i < 2; ++i) ASSERT_OK((*w)->Put(i, MakeBlock(4096, i, gen).data()));
+  ASSERT_OK((*w)->Publish(ForestInfo{}));
+  const std::string context = ForestContext("done", gen);
+  Status s = (*w)->Put(0, MakeBlock(4096, 0, 7).data());
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), context + ": already published");
+  s = (*w)->Publish(ForestInfo{});
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), context + ": already published");
+  // The published generation is untouched and still current.
+  auto info = store_->Lookup("done");
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(info->generation, gen);
+  ExpectIntact(*info);
+}
+
+TEST_P(BlockStoreConformance, PublishFillsInWhatTheWriterKnowsAndKeepsTheRest) {
+  auto w = store_->BeginGeneration("filled", 8192, 3);
+  ASSERT_TRUE(w.ok());
+  const uint64_t gen = (*w)->generation();
+  for (uint64_t i = 0; i < 3; ++i) ASSERT_OK((*w)->Put(i, MakeBlock(8192, i, gen).data()));
+  ForestInfo given;  // what the writer knows, given wrong; the rest the caller's
+  given.name = "other";
+  given.generation = gen + 100;
+  given.block_size = 4096;
+  given.block_count = 7;
+  given.size_bytes = 1;
+  given.header_checksum = 0x1234;
+  given.created_unix_ns = 42;
+  given.source_file = "filled.json";
+  given.source_format = "xgboost-json";
+  given.source_library = "xgboost 1.7.4";
+  ASSERT_OK((*w)->Publish(given));
+  EXPECT_EQ(store_->Lookup("other").status().code(), StatusCode::kNotFound);
+  auto info = store_->Lookup("filled");
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(info->name, "filled");
+  EXPECT_EQ(info->generation, gen);
+  EXPECT_EQ(info->block_size, 8192u);
+  EXPECT_EQ(info->block_count, 3u);
+  EXPECT_EQ(info->size_bytes, 3u * 8192);
+  EXPECT_EQ(info->header_checksum, 0x1234u);
+  EXPECT_EQ(info->created_unix_ns, 42);  // set by the caller: kept
+  EXPECT_EQ(info->source_file, "filled.json");
+  EXPECT_EQ(info->source_format, "xgboost-json");
+  EXPECT_EQ(info->source_library, "xgboost 1.7.4");
+  ExpectIntact(*info);
 }
 
 TEST_P(BlockStoreConformance, BeginRejectsBadBlockSizesAndEmptyForests) {

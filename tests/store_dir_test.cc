@@ -8,7 +8,7 @@
 #include "store/block_store.h"
 #include "store/internal/backends.h"
 #include "testkit/page_cache.h"
-#include "testkit/store_test_util.h"
+#include "testkit/test_blocks.h"
 #include "util/atomic_file.h"
 
 namespace pacset {

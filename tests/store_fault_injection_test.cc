@@ -6,7 +6,8 @@
 
 #include "store/fault_injection_store.h"
 #include "store/publish.h"
-#include "testkit/store_test_util.h"
+#include "testkit/store_env.h"
+#include "testkit/test_blocks.h"
 #include "util/atomic_file.h"
 
 namespace pacset {

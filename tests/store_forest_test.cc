@@ -5,6 +5,7 @@
 // failing stores. (Exactness against the libraries themselves and the CLI:
 // tests/exact/store_exact_test.py, tests/store/store_predict_test.py.)
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <chrono>
 #include <cstring>
@@ -17,7 +18,7 @@
 #include "store/publish.h"
 #include "testkit/pac_edit.h"
 #include "testkit/random_forest.h"
-#include "testkit/store_test_util.h"
+#include "testkit/store_env.h"
 #include "tests/expect_exact.h"
 
 namespace pacset {

@@ -11,7 +11,8 @@
 
 #include "store/fault_injection_store.h"
 #include "store/publish.h"
-#include "testkit/store_test_util.h"
+#include "testkit/store_env.h"
+#include "testkit/test_blocks.h"
 #include "tests/deadline.h"
 #include "tests/test_files.h"
 #include "util/atomic_file.h"

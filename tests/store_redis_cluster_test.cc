@@ -15,7 +15,12 @@
 
 #include "store/block_store.h"
 #include "store/internal/redis_router.h"
-#include "testkit/store_test_util.h"
+#include "testkit/free_port.h"
+#include "testkit/raw_redis.h"
+#include "testkit/redis_cluster.h"
+#include "testkit/redis_server.h"
+#include "testkit/stored_redis_blocks.h"
+#include "testkit/test_blocks.h"
 
 namespace pacset {
 namespace {

@@ -12,7 +12,10 @@
 #include <vector>
 
 #include "store/block_store.h"
-#include "testkit/store_test_util.h"
+#include "testkit/free_port.h"
+#include "testkit/raw_redis.h"
+#include "testkit/redis_server.h"
+#include "testkit/test_blocks.h"
 
 namespace pacset {
 namespace {

@@ -12,8 +12,9 @@
 
 #include "store/block_store.h"
 #include "store/internal/uring_file_system.h"
+#include "testkit/child_process.h"
 #include "testkit/page_cache.h"
-#include "testkit/store_test_util.h"
+#include "testkit/test_blocks.h"
 #include "util/atomic_file.h"
 #include "util/file_io.h"
 #include "util/uring_reads.h"

@@ -6,7 +6,7 @@
 #include <fstream>
 
 #include "store/block_store.h"
-#include "testkit/store_test_util.h"
+#include "testkit/free_port.h"
 #include "util/atomic_file.h"
 #include "util/file_io.h"
 

@@ -1,6 +1,12 @@
 // The `pacset` subcommands as library functions: tools/pacset_main.cc only
 // parses the command line and calls these, so tests can call them too.
 // Each returns a Status; the caller prints it and picks the exit code.
+//
+// One file per command group: tools/predict_command.cc (predict),
+// tools/predict_store.cc (predict --store), tools/info_command.cc,
+// tools/pack_command.cc, tools/layout_report_command.cc and
+// tools/store_commands.cc (import, ls, rm, verify, export); what they share
+// in tools/model_input.h and tools/pack_cli.h.
 #pragma once
 
 #include <string>

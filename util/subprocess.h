@@ -1,7 +1,8 @@
 // Running other programs and waiting for them: the one place that starts a
 // child process. Its users: the scikit-learn exporter (model import),
 // fusermount3 (unmount), the command `pacset-trace record` traces, and the
-// servers and helper programs of the tests (testkit/store_test_util.h).
+// servers and helper programs of the tests (testkit/redis_server.h,
+// testkit/child_process.h).
 // (The mount's daemon is a fork() of pacsetfs itself that runs no other
 // program: fs/mount.cc.)
 #pragma once

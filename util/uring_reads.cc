@@ -2,32 +2,82 @@
 
 #include <liburing.h>
 
+#include <algorithm>
 #include <cerrno>
 
 namespace pacset {
+
+ReadRing::ReadRing(unsigned depth) : depth_(depth), ring_(std::make_unique<io_uring>()) {}
+
+std::unique_ptr<ReadRing> ReadRing::Make(unsigned depth) {
+  std::unique_ptr<ReadRing> r(new ReadRing(depth));
+  if (io_uring_queue_init(depth, r->ring_.get(), 0) != 0) return nullptr;
+  r->live_ = true;
+  return r;
+}
+
+ReadRing::~ReadRing() {
+  if (live_) io_uring_queue_exit(ring_.get());
+}
+
+void ReadRing::Queue(int fd, char* buf, uint32_t len, uint64_t offset, uint64_t tag) {
+  io_uring_sqe* sqe = io_uring_get_sqe(ring_.get());  // never null: at most depth_ queued
+  io_uring_prep_read(sqe, fd, buf, len, offset);
+  io_uring_sqe_set_data64(sqe, tag);
+  ++queued_;
+}
+
+int ReadRing::Submit(bool wait) {
+  int r;
+  do {
+    r = wait && submitted_ + queued_ > 0 ? io_uring_submit_and_wait(ring_.get(), 1)
+                                         : io_uring_submit(ring_.get());
+  } while (r == -EINTR);
+  if (r > 0) {
+    submitted_ += static_cast<uint64_t>(r);
+    queued_ -= std::min<uint64_t>(queued_, static_cast<uint64_t>(r));
+  }
+  return r;
+}
+
+size_t ReadRing::Reap(Completion* out, size_t max) {
+  size_t n = 0;
+  io_uring_cqe* cqe;
+  while (n < max && io_uring_peek_cqe(ring_.get(), &cqe) == 0) {
+    out[n++] = {io_uring_cqe_get_data64(cqe), cqe->res};
+    io_uring_cqe_seen(ring_.get(), cqe);
+    --submitted_;
+  }
+  return n;
+}
+
+bool ReadRing::Wait() {
+  io_uring_cqe* cqe;
+  int r;
+  do r = io_uring_wait_cqe(ring_.get(), &cqe);
+  while (r == -EINTR);
+  return r == 0;
+}
+
 namespace {
 
 constexpr unsigned kDepth = 64;
 
-// The calling thread's ring, made at its first call.
+// The calling thread's ring, made at its first call; once the kernel refused
+// one (or one failed), the thread reads another way from then on.
 struct ThreadRing {
-  io_uring ring{};
-  bool live = false;
+  std::unique_ptr<ReadRing> ring;
   bool refused = false;
-  ~ThreadRing() {
-    if (live) io_uring_queue_exit(&ring);
-  }
   void Refuse() {
-    if (live) io_uring_queue_exit(&ring);
-    live = false;
+    ring.reset();
     refused = true;
   }
-  io_uring* Get() {
-    if (!live && !refused) {
-      live = io_uring_queue_init(kDepth, &ring, 0) == 0;
-      refused = !live;
+  ReadRing* Get() {
+    if (!ring && !refused) {
+      ring = ReadRing::Make(kDepth);
+      refused = !ring;
     }
-    return live ? &ring : nullptr;
+    return ring.get();
   }
 };
 
@@ -40,36 +90,25 @@ bool UringAvailable() { return t_ring.Get() != nullptr; }
 bool UringReadAll(const int* fds, const uint64_t* offsets, const uint32_t* lens, char* const* bufs,
                   size_t n, int* res) {
   ThreadRing& tr = t_ring;
-  io_uring* ring = tr.Get();
+  ReadRing* ring = tr.Get();
   if (!ring) return false;
   // Up to kDepth reads in flight; each completion makes room for the next
   // read at once (a batch does not wait for its slowest read before the
   // next ones start).
-  size_t queued = 0, in_flight = 0, done = 0;
-  while (done < n) {
-    for (; queued < n && in_flight < kDepth; ++queued, ++in_flight) {
-      io_uring_sqe* sqe = io_uring_get_sqe(ring);  // never null: at most kDepth in flight
-      io_uring_prep_read(sqe, fds[queued], bufs[queued], lens[queued], offsets[queued]);
-      io_uring_sqe_set_data64(sqe, queued);
-    }
-    int r;
-    do r = io_uring_submit_and_wait(ring, 1);
-    while (r == -EINTR);
-    if (r < 0) {
+  ReadRing::Completion done[kDepth];
+  size_t queued = 0, finished = 0;
+  while (finished < n) {
+    for (; queued < n && !ring->Full(); ++queued)
+      ring->Queue(fds[queued], bufs[queued], lens[queued], offsets[queued], queued);
+    if (ring->Submit(/*wait=*/true) < 0) {
       // The kernel took none of the new ones (an error comes before any is
       // consumed): drop the ring, which cancels what is still in flight.
       tr.Refuse();
       return false;
     }
-    io_uring_cqe* cqe;
-    unsigned head, seen = 0;
-    io_uring_for_each_cqe(ring, head, cqe) {
-      res[io_uring_cqe_get_data64(cqe)] = cqe->res;
-      ++seen;
-    }
-    io_uring_cq_advance(ring, seen);
-    in_flight -= seen;
-    done += seen;
+    const size_t seen = ring->Reap(done, kDepth);
+    for (size_t i = 0; i < seen; ++i) res[done[i].tag] = done[i].res;
+    finished += seen;
   }
   return true;
 }

@@ -110,7 +110,7 @@ inline uint32_t LeafRecordBytes(uint32_t leaf_width) {
 struct WalkFault {
   enum Code : uint8_t {
     kNone = 0,
-    kBadReference,  // outside the node region, or a path longer than max_depth
+    kBadReference,  // outside the node region or across a trailer, or a path longer than max_depth
     kBadFeature,    // splits on a feature the model does not have
     kBadLeaf,       // leaf outside the node region, class out of range
     kLockstep,      // one of the above in a lockstep walk, not told apart

@@ -24,8 +24,9 @@
 namespace pacset::internal {
 
 // Whether any of v[0, n) is NaN. Written as counts over 16 values so that
-// the compiler vectorizes it at -O2 (a bool reduction it does not): measured
-// ~10% of a warm request of 256 depth-8 trees otherwise.
+// the compiler vectorizes it at -O2 (a bool reduction it does not), which a
+// warm request otherwise noticeably pays for (engine/DESIGN.md, "The warm
+// walk").
 template <typename T>
 bool AnyNan(const T* v, size_t n) {
   size_t i = 0;

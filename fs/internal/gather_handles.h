@@ -2,9 +2,9 @@
 // and the caps on what the handles of each user may hold.
 //
 // With allow_other every local user may open the gather file, and every open
-// handle kept its request (up to 8 KiB) in the daemon until it was closed:
-// 4 processes of one user holding 4,000 handles each grew a daemon from 12 to
-// 140 MB, and to 226 MB with a second round (issue 31). So:
+// handle kept its request (up to 8 KiB) in the daemon until it was closed: a
+// few processes of one user holding thousands of handles each grew a daemon
+// without bound (issue 31; fs/DESIGN.md, "The gather file"). So:
 //
 //   * Each user's handles and request bytes are capped (MountOptions::
 //     max_gather_handles_per_user, gather_memory_per_user): one user cannot

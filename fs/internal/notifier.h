@@ -61,10 +61,9 @@ class Notifier {
   // Push, but the push (and the work queued behind it) waits while any
   // gather is served and until kGatherQuietMs after the last one, at most
   // kPushDeferMaxMs. For blocks a gather fetched: its client has them
-  // already, and a cold request's next gathers would otherwise share two
-  // cores with one notification per block (one cold row through the dir
-  // store on a 2-vCPU VM, medians of 15 alternating runs: 27.1 ms pushing at
-  // once, 25.3 waiting, 25.4 with no pushes; fs/DESIGN.md, "The gather file").
+  // already, and a cold request's next gathers would otherwise share the
+  // cores with one notification per block (fs/DESIGN.md, "The gather file":
+  // "Pushes wait for quiet gathers").
   void PushAfterGathers(const std::shared_ptr<ForestInode>& f, uint64_t block, uint64_t count,
                         uint64_t drops_before) noexcept EXCLUDES(mu_);
   // Brackets the serving of one gather read (GatherScope).

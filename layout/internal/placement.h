@@ -112,10 +112,9 @@ std::unique_ptr<LayoutPolicy> MakeLayoutPolicy(LayoutKind kind);
 // b (exact within a tree); trees are taken as independent given the row's
 // class when the leaves hold class distributions (`in.latent_classes`), as
 // independent otherwise. Independence alone overestimates large blocks
-// badly: trees of a random forest send a row the same way (on a 682-tree
-// Fashion-MNIST forest at 64 KiB: +25% and the wrong depth; given the class:
-// +5-10% and the right one). O(nodes x classes + blocks x classes).
-// layout/layout_choice.cc.
+// badly, enough to choose the wrong depth: trees of a random forest send a
+// row the same way (docs/bin-choice.md). O(nodes x classes + blocks x
+// classes). layout/pack_bin_choice.cc.
 double EstimateBlocksPerRow(const PackInput& in, const Placement& p, uint32_t block_size);
 
 // The number of classes when every reachable leaf holds a class distribution

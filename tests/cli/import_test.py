@@ -42,7 +42,7 @@ def run(cmd, timeout=120):
 
 
 def human(b):
-    """tools/commands.cc HumanBytes."""
+    """FormatByteSize (util/size.h), as `pacset import` prints sizes."""
     if b >= 1 << 30:
         return f"{b / (1 << 30):.2f} GiB"
     if b >= 1 << 20:

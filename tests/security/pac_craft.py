@@ -3,7 +3,8 @@
 checksum valid again (FORMAT.md sections 1 and 2), so that what a reader
 sees past its checksums is exactly the edit.
 
-Used by tests/security/hostile_pac_test.py and to make fuzz seeds. Written
+Used by tests/security/hostile_pac_test.py, tests/spec/spec_test.py,
+tests/python/test_hostile_files.py and tests/security/make_fuzz_regressions.py. Written
 from layout/FORMAT.md, like tests/spec/pac_reader.py: no pacset code.
 """
 import ctypes

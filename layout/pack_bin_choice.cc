@@ -5,9 +5,8 @@
 // Why an estimate and not rows: the packer has the training cardinalities
 // (or --calibrate counts) but usually no rows, and routing rows through every
 // candidate would cost rows x trees x depth per candidate. The estimate is
-// O(nodes + blocks) per candidate, far below the placement it scores.
-// Measured against `pacset layout-report` on real rows: see
-// bench/layout_choice_bench.py.
+// O(nodes + blocks) per candidate, far below the placement it scores. How
+// close it comes to `pacset layout-report` on real rows: docs/bin-choice.md.
 #include <algorithm>
 #include <cmath>
 #include <thread>

@@ -1,4 +1,7 @@
-// Forest -> .pac bytes: plan (node format, metadata, placement), then encode.
+// The packer of layout/pack.h: its options, then Forest -> .pac bytes: plan
+// (node format, metadata, placement), then encode. Its other files: the
+// layout policies (layout/pack_layouts.cc) and the choice of bin parameters
+// (layout/pack_bin_choice.cc), both behind layout/internal/placement.h.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>

@@ -1,6 +1,6 @@
-// The layout policies. Each walks the forest and asks a BlockFiller for a
-// position per stored node; they differ only in the visiting order and in
-// where they start new blocks.
+// The layout policies of the packer (layout/pack.h LayoutKind). Each walks
+// the forest and asks a BlockFiller for a position per stored node; they
+// differ only in the visiting order and in where they start new blocks.
 #include <algorithm>
 #include <deque>
 #include <queue>
