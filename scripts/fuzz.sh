@@ -103,25 +103,43 @@ PY
 fi
 export ASAN_OPTIONS=detect_leaks=0
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
-status=0
-for t in "${TARGETS[@]}"; do
-  bin=$B/fuzz/${t}_fuzzer
+# One target: replay its regression inputs, then fuzz it. Its report goes to
+# $B/$t.report (printed whole when it ends, so parallel runs do not mix);
+# the exit status says whether it passed.
+fuzz_one() {
+  local t=$1 bin=$B/fuzz/${1}_fuzzer
   if [ -d "fuzz/regression/$t" ] && [ -n "$(ls -A "fuzz/regression/$t")" ]; then
     echo "== $t: replaying fuzz/regression/$t"
     if ! "$bin" -rss_limit_mb=2048 -timeout=25 "fuzz/regression/$t"/* \
         >"$B/$t.replay.log" 2>&1; then
       echo "FAIL: $t regression input (see $B/$t.replay.log)"; tail -30 "$B/$t.replay.log"
-      status=1; continue
+      return 1
     fi
   fi
   echo "== $t: ${SECONDS_PER_TARGET}s"
   if ! "$bin" -max_total_time="$SECONDS_PER_TARGET" -max_len=262144 -timeout=25 \
-      -rss_limit_mb=2048 -artifact_prefix=$B/artifacts/ -print_final_stats=1 \
+      -rss_limit_mb=2048 -artifact_prefix="$B/artifacts/$t-" -print_final_stats=1 \
       "$C/$t" 2>"$B/$t.log"; then
     echo "FAIL: $t (see $B/$t.log and $B/artifacts/)"; tail -30 "$B/$t.log"
-    status=1
-  else
-    grep -E "stat::number_of_executed_units|cov:" "$B/$t.log" | tail -2
+    return 1
   fi
+  grep -E "stat::number_of_executed_units|cov:" "$B/$t.log" | tail -2 || true
+}
+# A fuzzer runs on one core: as many targets at once as there are cores
+# (PACSET_FUZZ_JOBS to choose), each for its full time.
+jobs=${PACSET_FUZZ_JOBS:-$(nproc)}
+status=0
+running=()
+finish_one() {  # waits for the oldest running target
+  local pid=${running[0]%%:*} t=${running[0]#*:}
+  running=("${running[@]:1}")
+  wait "$pid" || status=1
+  cat "$B/$t.report"
+}
+for t in "${TARGETS[@]}"; do
+  [ ${#running[@]} -lt "$jobs" ] || finish_one
+  fuzz_one "$t" >"$B/$t.report" 2>&1 &
+  running+=("$!:$t")
 done
+while [ ${#running[@]} -gt 0 ]; do finish_one; done
 exit $status
