@@ -88,7 +88,9 @@ Status FaultStatus(const PacFile& file, const WalkFault& fault) {
                                 "trailer, or a cycle");
     case WalkFault::kBadFeature:
       return Status::Corruption(tree + "splits on a feature the model does not have (it has " +
-                                std::to_string(file.header().num_features) + ")");
+                                std::to_string(file.header().num_features) +
+                                "), or names a categorical split the file does not have (it has " +
+                                std::to_string(file.categorical_splits().size()) + ")");
     case WalkFault::kBadLeaf:
       return Status::Corruption(tree +
                                 "has a leaf outside the node region or a class out of range");

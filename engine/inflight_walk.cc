@@ -53,7 +53,8 @@ class Scheduler {
         rule_(rule),
         source_(source),
         max_in_flight_(std::max<uint32_t>(1, max_in_flight)),
-        stats_(stats) {}
+        stats_(stats),
+        cats_(CategoricalTableOf(file)) {}
 
   Status Run(const WalkJob& job) {
     const uint64_t T = h_.num_trees;
@@ -89,6 +90,7 @@ class Scheduler {
   BlockSource& source_;
   const uint32_t max_in_flight_;
   InFlightStats* stats_;
+  const CategoricalTable cats_;
   std::unique_ptr<BlockFetcher> fetcher_;
   std::vector<Walk> walks_;
   std::vector<float> x32_;
@@ -151,7 +153,7 @@ WalkFault Scheduler<NodeT, kF32Input, Acc, kLeaves>::Advance(const RowMatrix& ro
         if (!reach(at * kUnit)) break;
         if (__builtin_expect(++wk.steps > max_steps, 0)) return {WalkFault::kBadReference, t};
         bool left = false;
-        if (__builtin_expect(!Step<NodeT, kF32Input>(blk + ((at * kUnit) & in_block), nf, xf, xd,
+        if (__builtin_expect(!Step<NodeT, kF32Input>(blk + ((at * kUnit) & in_block), nf, cats_, xf, xd,
                                                      wk.ref, wk.kind, &left),
                              0))
           return {WalkFault::kBadFeature, t};

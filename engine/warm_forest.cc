@@ -53,7 +53,8 @@ Status FaultToStatus(const PacFile& file, const Fault& f) {
       "has a path longer than the header's max depth",
       "reaches a node twice (shared, or a cycle)",
       "has more internal nodes than the header says",
-      "splits on a feature the model does not have",
+      "splits on a feature the model does not have, or names a categorical split the file does "
+      "not have",
       "has a leaf outside the node region or a class out of range"};
   return Status::Corruption(file.name() + ": tree " + std::to_string(f.tree) + " " + kWhat[f.code] +
                             " (unit " + std::to_string(f.ref) + ")");
@@ -118,6 +119,9 @@ struct Builder {
         s.copies[visit] = Node(ref);
         const NodeT& n = s.copies[visit];
         if (V::Feature(n) >= h.num_features) return {Fault::kFeature, ti, ref};
+        if ((V::Flags(n) & kNodeFlagCategorical) &&
+            SplitIndex(n) >= file.categorical_splits().size())
+          return {Fault::kFeature, ti, ref};
         const uint32_t flags = V::Flags(n);
         const uint64_t child[2] = {n.left, n.right};
         for (int c = 0; c < 2; ++c) {
@@ -166,11 +170,16 @@ struct Builder {
       const NodeT& n = s.copies[s.order[i]];
       const uint32_t flags = V::Flags(n);
       out[i].threshold = n.threshold;
+      if (flags & kNodeFlagCategorical) {  // the split's index, bit for bit
+        static_assert(sizeof(out[i].threshold) == sizeof(n.threshold));
+        std::memcpy(&out[i].threshold, &n.threshold, sizeof(n.threshold));
+      }
       out[i].feature = V::Feature(n);
       out[i].child[0] = child_of(n.left, (flags >> kLeftKindShift) & 3u);
       out[i].child[1] = child_of(n.right, (flags >> kRightKindShift) & 3u);
-      w->flags[i] = static_cast<uint8_t>(flags & kRoutingFlagMask);
-      if (flags & kZeroIsMissing) w->plain_routing = false;
+      const bool categorical = flags & kNodeFlagCategorical;
+      w->flags[i] = static_cast<uint8_t>((flags & kRoutingFlagMask) | (categorical ? kCategorical : 0));
+      if ((flags & kZeroIsMissing) || categorical) w->plain_routing = false;
     }
     const std::vector<TreeRecord>& trees = file.trees();
     for (size_t t = 0; t < trees.size(); ++t)
@@ -217,6 +226,8 @@ StatusOr<std::unique_ptr<WarmForest>> Build(const PacFile& file, const char* ima
   }
 
   auto w = std::make_unique<WarmForest>();
+  w->categorical_splits = file.categorical_splits();
+  w->category_words = file.category_words();
   if constexpr (std::is_same_v<NodeT, CompactNode>) {
     w->nodes32.resize(s.num_nodes);
   } else {

@@ -57,6 +57,10 @@ inline bool WalkWarmBlock(const WarmForest& warm, const WarmNode<Thr>* nodes, co
         bool left;
         if constexpr (kPlain) {
           left = v <= static_cast<Cmp>(n.threshold);
+        } else if (__builtin_expect(flags[at[j]] & kCategorical, 0)) {
+          left = CategoricalGoesLeft<Cmp>(v, flags[at[j]],
+                                          warm.categorical_splits[WarmSplitIndex(n.threshold)],
+                                          warm.category_words.data());
         } else {
           left = GoesLeft<Cmp>(v, static_cast<Cmp>(n.threshold), flags[at[j]]);
         }
@@ -183,6 +187,7 @@ WalkFault WarmLoop<NodeT, kF32Input, Acc, kLeaves>::Run(const WalkJob& job, Acc*
   const PacHeader& h = file_.header();
   const char* const base = base_;
   const uint32_t nf = h.num_features, K = h.num_outputs, w = h.leaf_width;
+  const CategoricalTable cats = CategoricalTableOf(file_);
   const uint32_t record_bytes = LeafRecordBytes(w);
   const uint64_t T = h.num_trees;
   const uint32_t max_steps = h.max_depth + 1;
@@ -192,7 +197,7 @@ WalkFault WarmLoop<NodeT, kF32Input, Acc, kLeaves>::Run(const WalkJob& job, Acc*
   const TreeRecord* trees = file_.trees().data();
   auto step = [&](uint64_t& ref, uint32_t& kind, const float* xf, const double* xd,
                   bool* went_left = nullptr) {
-    return Step<NodeT, kF32Input>(base + ref * kUnit, nf, xf, xd, ref, kind, went_left);
+    return Step<NodeT, kF32Input>(base + ref * kUnit, nf, cats, xf, xd, ref, kind, went_left);
   };
 
   const size_t block_rows = block_rows_;

@@ -316,7 +316,7 @@ bool MutateNode(Target& t, Rng& rng) {
       set_threshold = true;
       break;
     case 5:  // routing bits, the reserved bit
-      flags ^= static_cast<uint8_t>(Pick<int>(rng, {1, 2, 4, kNodeFlagReservedBit}));
+      flags ^= static_cast<uint8_t>(Pick<int>(rng, {1, 2, 4, kNodeFlagCategorical}));
       break;
     default:  // both children the same node: reached twice
       child = InterestingRef(t, rng, f);

@@ -166,6 +166,27 @@ Status PacFile::Init(const char* meta, uint64_t meta_size) {
   for (double b : base_score_)
     if (std::isnan(b)) return Status::Corruption(name_ + ": base score is NaN");
   leaf_ids_ = h.FindSection(SectionType::kLeafIds);
+  // Categorical splits: the sections lie in the metadata blocks (checked by
+  // DecodeFrom), read here once into private copies.
+  if (const SectionEntry* words = h.FindSection(SectionType::kCategoryWords)) {
+    const SectionEntry& splits = *h.FindSection(SectionType::kCategoricalSplits);
+    if (words->count > (uint64_t{1} << 32) || splits.count > (uint64_t{1} << 32))
+      return Status::Corruption(name_ + ": too many category words or categorical splits");
+    cat_words_.resize(words->count);
+    for (uint64_t i = 0; i < words->count; ++i)
+      std::memcpy(&cat_words_[i], meta + SectionRecordOffset(*words, h.block_size, i), 4);
+    cat_splits_.resize(splits.count);
+    for (uint64_t i = 0; i < splits.count; ++i) {
+      CategoricalSplitRecord r;
+      std::memcpy(&r, meta + SectionRecordOffset(splits, h.block_size, i), sizeof(r));
+      if (r.rule > kMaxCategoryRule || uint64_t{r.left_first} + r.left_words > words->count ||
+          uint64_t{r.right_first} + r.right_words > words->count)
+        return Status::Corruption(name_ + ": categorical split " + std::to_string(i) +
+                                  " has a set outside the category words or an unknown rule " +
+                                  std::to_string(r.rule));
+      cat_splits_[i] = {r.left_first, r.left_words, r.right_first, r.right_words, r.rule};
+    }
+  }
   return Status::Ok();
 }
 

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "layout/pac_format.h"
+#include "model/forest.h"
 #include "util/status.h"
 
 namespace pacset {
@@ -75,6 +76,12 @@ class PacFile {
     return in_block + bytes <= header_.payload_size();
   }
 
+  // The categorical splits and the words of their category sets (FORMAT.md
+  // §3), copied from the metadata blocks and checked at open (every set
+  // inside the words, a known rule); empty for a file without.
+  const std::vector<CategoricalSplit>& categorical_splits() const { return cat_splits_; }
+  const std::vector<uint32_t>& category_words() const { return cat_words_; }
+
   // Whether the file has the leaf-id section, and the file offset of the two
   // u32 library leaf ids of the children of the node at `node_ref` (they
   // never cross a trailer).
@@ -103,6 +110,8 @@ class PacFile {
   std::vector<double> base_score_;
   uint64_t node_begin_unit_ = 0, node_end_unit_ = 0;
   const SectionEntry* leaf_ids_ = nullptr;
+  std::vector<CategoricalSplit> cat_splits_;
+  std::vector<uint32_t> cat_words_;
 };
 
 }  // namespace pacset

@@ -286,7 +286,7 @@ StatusOr<PacHeader> PacHeader::DecodeFrom(const char* src, size_t avail, const s
         "section " + std::to_string(i) + " (type " + std::to_string(s.type) + ")";
     if (!types.insert(s.type).second) return bad(sec + ": a second section of its type");
     const bool known = s.type >= static_cast<uint32_t>(SectionType::kTreeTable) &&
-                       s.type <= static_cast<uint32_t>(SectionType::kLeafIds);
+                       s.type <= kLastSectionType;
     if (!known) {
       if (s.flags & kSectionRequired)
         return Status::NotSupported(what + ": needs section type " + std::to_string(s.type) +
@@ -295,7 +295,8 @@ StatusOr<PacHeader> PacHeader::DecodeFrom(const char* src, size_t avail, const s
       h.sections.push_back(s);  // skipped: nothing about it is checked
       continue;
     }
-    static constexpr uint32_t kRecordSize[] = {0, sizeof(TreeRecord), 8, kUnit, 1, 8};
+    static constexpr uint32_t kRecordSize[] = {0, sizeof(TreeRecord), 8, kUnit, 1, 8, 4,
+                                               sizeof(CategoricalSplitRecord)};
     if (s.record_size != kRecordSize[s.type])
       return bad(sec + " has record size " + std::to_string(s.record_size) + ", not " +
                  std::to_string(kRecordSize[s.type]));
@@ -308,6 +309,8 @@ StatusOr<PacHeader> PacHeader::DecodeFrom(const char* src, size_t avail, const s
       case SectionType::kTreeTable:
       case SectionType::kBaseScore:
       case SectionType::kSourceInfo:
+      case SectionType::kCategoryWords:
+      case SectionType::kCategoricalSplits:
         if (end > meta_end) return bad(sec + " extends past the metadata blocks");
         break;
       case SectionType::kNodes:
@@ -330,6 +333,9 @@ StatusOr<PacHeader> PacHeader::DecodeFrom(const char* src, size_t avail, const s
     return bad("tree table does not match the tree count");
   if (h.FindSection(SectionType::kBaseScore)->count != h.num_outputs)
     return bad("base score section does not match the output count");
+  if ((h.FindSection(SectionType::kCategoryWords) == nullptr) !=
+      (h.FindSection(SectionType::kCategoricalSplits) == nullptr))
+    return bad("category words without categorical splits, or splits without words");
   return h;
 }
 

@@ -59,7 +59,10 @@ enum class RefKind : uint8_t {
 inline constexpr uint8_t kRoutingFlagMask = 0x07;
 inline constexpr int kLeftKindShift = 3;
 inline constexpr int kRightKindShift = 5;
-inline constexpr uint8_t kNodeFlagReservedBit = 0x80;
+// Bit 7: a categorical split (FORMAT.md §3): the threshold field holds the
+// index of its record in the categorical-split section, and bits 1-2 are
+// its outside direction (model/forest.h OutsideDirection).
+inline constexpr uint8_t kNodeFlagCategorical = 0x80;
 
 struct CompactNode {  // 16 bytes
   float threshold;
@@ -98,7 +101,22 @@ enum class SectionType : uint32_t {
   kNodes = 3,       // the node region: nodes and leaf records (bins first)
   kSourceInfo = 4,  // UTF-8 JSON: where the model came from, layout parameters
   kLeafIds = 5,     // u32[2] per node-region unit: library leaf ids of a node's children
+  kCategoryWords = 6,      // u32 bitset words of the categorical splits' sets
+  kCategoricalSplits = 7,  // CategoricalSplitRecord per categorical split
 };
+inline constexpr uint32_t kLastSectionType = 7;
+
+// One categorical split (16 bytes): its left and right category sets as
+// ranges of the category-word section, and its CategoryRule.
+struct CategoricalSplitRecord {
+  uint32_t left_first;
+  uint32_t right_first;
+  uint16_t left_words;
+  uint16_t right_words;
+  uint8_t rule;
+  uint8_t reserved[3];
+};
+static_assert(sizeof(CategoricalSplitRecord) == 16);
 inline constexpr uint32_t kSectionRequired = 1;
 
 struct SectionEntry {  // 32 bytes on disk

@@ -94,7 +94,7 @@ std::string WideReason(const Forest& f, const PackInput& in) {
   if (f.input_precision == Precision::kFloat64) {
     uint64_t inexact = 0;
     for (size_t g = 0; g < f.num_nodes(); ++g)
-      if (in.reachable[g] && f.left_child[g] >= 0 &&
+      if (in.reachable[g] && f.left_child[g] >= 0 && !(f.flags[g] & kCategorical) &&
           static_cast<double>(static_cast<float>(f.threshold[g])) != f.threshold[g])
         ++inexact;
     if (inexact)
@@ -180,7 +180,7 @@ nlohmann::json BinChoiceJson(const PackOptions& o, CardinalitySource weights,
 // blocks when it does not fit block 0's), records flowing through block
 // payloads; returns the first free byte. Small forests keep all metadata in
 // block 0.
-uint64_t PlaceMetadata(PacHeader& h, size_t num_sections, size_t info_len) {
+uint64_t PlaceMetadata(PacHeader& h, size_t num_sections, size_t info_len, const Forest& f) {
   const uint64_t bs = h.block_size, payload = h.payload_size();
   h.sections.clear();
   // Versions 1 and 2 share the fixed part's size.
@@ -197,6 +197,13 @@ uint64_t PlaceMetadata(PacHeader& h, size_t num_sections, size_t info_len) {
   place(SectionType::kTreeTable, kSectionRequired, h.num_trees, sizeof(TreeRecord));
   place(SectionType::kBaseScore, kSectionRequired, h.num_outputs, 8);
   place(SectionType::kSourceInfo, 0, info_len, 1);
+  // Categorical splits (FORMAT.md §3): required, so a reader that does not
+  // know them refuses the file instead of misrouting it.
+  if (!f.categorical_splits.empty()) {
+    place(SectionType::kCategoryWords, kSectionRequired, f.category_words.size(), 4);
+    place(SectionType::kCategoricalSplits, kSectionRequired, f.categorical_splits.size(),
+          sizeof(CategoricalSplitRecord));
+  }
   return pos;
 }
 
@@ -272,8 +279,9 @@ StatusOr<Plan> MakePlan(const Forest& f, const PackOptions& o) {
     if (!plan.bins.candidates.empty())
       info["bin_choice"] = BinChoiceJson(o, f.cardinality_source, plan.bins);
     plan.info_json = info.dump();
-    const size_t num_sections = 4 + (o.leaf_ids ? 1 : 0);
-    const uint64_t meta_end = PlaceMetadata(h, num_sections, plan.info_json.size());
+    const size_t num_sections =
+        4 + (o.leaf_ids ? 1 : 0) + (f.categorical_splits.empty() ? 0 : 2);
+    const uint64_t meta_end = PlaceMetadata(h, num_sections, plan.info_json.size(), f);
     h.node_first_block = (meta_end + bs - 1) / bs;
     h.node_block_count = std::max<uint64_t>(placement.node_blocks, 1);
     h.bin_block_count = placement.bin_blocks;
@@ -351,6 +359,21 @@ void Encode(const Forest& f, Plan& plan, char* base, bool progress) {
   for (size_t i = 0; i < plan.info_json.size(); ++i)
     base[SectionRecordOffset(isec, bs, i)] = plan.info_json[i];
   const SectionEntry* leaf_ids = h.FindSection(SectionType::kLeafIds);
+  if (const SectionEntry* words = h.FindSection(SectionType::kCategoryWords)) {
+    for (size_t i = 0; i < f.category_words.size(); ++i)
+      std::memcpy(base + SectionRecordOffset(*words, bs, i), &f.category_words[i], 4);
+    const SectionEntry& splits = *h.FindSection(SectionType::kCategoricalSplits);
+    for (size_t i = 0; i < f.categorical_splits.size(); ++i) {
+      const CategoricalSplit& c = f.categorical_splits[i];
+      CategoricalSplitRecord r{};
+      r.left_first = c.left_first;
+      r.right_first = c.right_first;
+      r.left_words = static_cast<uint16_t>(c.left_words);
+      r.right_words = static_cast<uint16_t>(c.right_words);
+      r.rule = c.rule;
+      std::memcpy(base + SectionRecordOffset(splits, bs, i), &r, sizeof(r));
+    }
+  }
 
   // Nodes and leaf records.
   ProgressBar bar("packing", f.num_nodes(), progress);
@@ -366,16 +389,25 @@ void Encode(const Forest& f, Plan& plan, char* base, bool progress) {
       const uint64_t l = tb + f.left_child[g], r = tb + f.right_child[g];
       uint8_t lk, rk;
       const uint64_t lref = ref_of(l, &lk), rref = ref_of(r, &rk);
-      const uint8_t flags = static_cast<uint8_t>((f.flags[g] & kRoutingFlagMask) |
-                                                 (lk << kLeftKindShift) | (rk << kRightKindShift));
+      const bool categorical = f.flags[g] & kCategorical;
+      const uint8_t flags = static_cast<uint8_t>(
+          (f.flags[g] & kRoutingFlagMask) | (lk << kLeftKindShift) | (rk << kRightKindShift) |
+          (categorical ? kNodeFlagCategorical : 0));
+      // A categorical node's threshold field holds its split's index.
+      const uint64_t split = categorical ? static_cast<uint64_t>(f.threshold[g]) : 0;
       if (plan.format == NodeFormat::kCompact16) {
         CompactNode n{static_cast<float>(f.threshold[g]),
                       f.split_feature[g] | (static_cast<uint32_t>(flags) << 24),
                       static_cast<uint32_t>(lref), static_cast<uint32_t>(rref)};
+        if (categorical) {
+          const uint32_t index = static_cast<uint32_t>(split);
+          std::memcpy(&n.threshold, &index, 4);
+        }
         std::memcpy(dst, &n, sizeof(n));
       } else {
         WideNode n{};
         n.threshold = f.threshold[g];
+        if (categorical) std::memcpy(&n.threshold, &split, 8);
         n.feature = f.split_feature[g];
         n.flags = flags;
         n.left = lref;

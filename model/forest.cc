@@ -6,6 +6,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cmath>
 #include <istream>
 #include <limits>
@@ -65,6 +66,24 @@ const char* CardinalitySourceName(CardinalitySource s) {
   return "?";
 }
 
+uint32_t AddCategoricalSplit(Forest& f, const std::vector<uint32_t>& left,
+                             const std::vector<uint32_t>& right, CategoryRule rule) {
+  auto add_set = [&](const std::vector<uint32_t>& cats, uint32_t* first, uint32_t* words) {
+    uint32_t top = 0;
+    for (uint32_t c : cats) top = std::max(top, c / 32 + 1);
+    *first = static_cast<uint32_t>(f.category_words.size());
+    *words = top;
+    f.category_words.resize(f.category_words.size() + top, 0);
+    for (uint32_t c : cats) f.category_words[*first + c / 32] |= 1u << (c % 32);
+  };
+  CategoricalSplit s;
+  add_set(left, &s.left_first, &s.left_words);
+  add_set(right, &s.right_first, &s.right_words);
+  s.rule = static_cast<uint8_t>(rule);
+  f.categorical_splits.push_back(s);
+  return static_cast<uint32_t>(f.categorical_splits.size() - 1);
+}
+
 float Float32AtOrBelow(double v) {
   if (std::isnan(v)) return std::numeric_limits<float>::quiet_NaN();
   float f = static_cast<float>(v);  // round to nearest; may overflow to inf
@@ -118,6 +137,15 @@ Status Forest::Validate() const {
     return bad("softmax needs at least two outputs");
   if (postprocess == Postprocess::kSigmoidPair && num_outputs != 1)
     return bad("sigmoid-pair needs exactly one output");
+  for (size_t k = 0; k < categorical_splits.size(); ++k) {
+    const CategoricalSplit& c = categorical_splits[k];
+    const uint64_t words = category_words.size();
+    if (c.rule > kMaxCategoryRule || uint64_t{c.left_first} + c.left_words > words ||
+        uint64_t{c.right_first} + c.right_words > words || c.left_words > 0xFFFF ||
+        c.right_words > 0xFFFF)
+      return bad("categorical split " + std::to_string(k) + " has sets outside the " +
+                 std::to_string(words) + " category words or an unknown rule");
+  }
   std::vector<uint8_t> seen;
   for (size_t t = 0; t < num_trees(); ++t) {
     const std::string where = "tree " + std::to_string(t);
@@ -161,6 +189,16 @@ Status Forest::Validate() const {
                    std::to_string(num_features) + " features");
       if (flags[g] & ~kKnownNodeFlags) return bad(where + " node has unknown flags");
       const double th = threshold[g];
+      if (flags[g] & kCategorical) {
+        if (!(th >= 0 && th < static_cast<double>(categorical_splits.size())) ||
+            th != std::floor(th))
+          return bad(where + " node " + std::to_string(i) + " names categorical split " +
+                     std::to_string(th) + " of " + std::to_string(categorical_splits.size()));
+        if (((flags[g] & kOutsideMask) >> kOutsideShift) >
+            static_cast<uint8_t>(OutsideDirection::kDefault))
+          return bad(where + " node " + std::to_string(i) + " has an unknown outside direction");
+        continue;
+      }
       if (std::isnan(th)) return bad(where + " node " + std::to_string(i) + " has a NaN threshold");
       if (input_precision == Precision::kFloat32 &&
           static_cast<double>(static_cast<float>(th)) != th)
@@ -173,10 +211,11 @@ Status Forest::Validate() const {
 namespace {
 
 constexpr uint32_t kForestFileMagic = 0x50414346;  // "FCAP"
-constexpr uint32_t kForestFileVersion = 1;
+constexpr uint32_t kForestFileVersion = 2;  // 2: categorical splits
+constexpr uint32_t kForestFileOldestVersion = 1;
 
 template <class Archive>
-void Serialize(Archive& ar, Forest& f) {
+void Serialize(Archive& ar, Forest& f, uint32_t version) {
   auto b = [](auto& c) { return Bound(c); };
   uint8_t task = static_cast<uint8_t>(f.task), post = static_cast<uint8_t>(f.postprocess),
           agg = static_cast<uint8_t>(f.aggregation), inp = static_cast<uint8_t>(f.input_precision),
@@ -187,6 +226,25 @@ void Serialize(Archive& ar, Forest& f) {
      b(f.source.objective), b(f.source.file_name));
   ar(b(f.tree_offset), b(f.tree_group), b(f.left_child), b(f.right_child), b(f.split_feature),
      b(f.threshold), b(f.flags), b(f.cardinality), b(f.leaf_value));
+  if (version >= 2) {
+    // Five arrays, not one of structs: the file stays a handful of flat frames.
+    std::vector<uint32_t> lf, lw, rf, rw;
+    std::vector<uint8_t> rule;
+    for (const CategoricalSplit& c : f.categorical_splits) {
+      lf.push_back(c.left_first);
+      lw.push_back(c.left_words);
+      rf.push_back(c.right_first);
+      rw.push_back(c.right_words);
+      rule.push_back(c.rule);
+    }
+    ar(b(lf), b(lw), b(rf), b(rw), b(rule), b(f.category_words));
+    if (lf.size() != lw.size() || lf.size() != rf.size() || lf.size() != rw.size() ||
+        lf.size() != rule.size())
+      throw cereal::Exception("categorical split arrays of different lengths");
+    f.categorical_splits.resize(lf.size());
+    for (size_t k = 0; k < lf.size(); ++k)
+      f.categorical_splits[k] = {lf[k], lw[k], rf[k], rw[k], rule[k]};
+  }
   f.task = static_cast<Task>(task);
   f.postprocess = static_cast<Postprocess>(post);
   f.aggregation = static_cast<Aggregation>(agg);
@@ -204,7 +262,7 @@ Status SaveForest(const Forest& forest, const std::string& path) {
     uint32_t magic = kForestFileMagic, version = kForestFileVersion;
     ar(magic, version);
     Forest copy = forest;  // Serialize() is symmetric and takes a mutable reference
-    Serialize(ar, copy);
+    Serialize(ar, copy, version);
   }
   return WriteFileAtomically(path, out.str());
 }
@@ -222,9 +280,9 @@ StatusOr<Forest> LoadForest(const std::string& path) {
     ar(magic, version);
     if (magic != kForestFileMagic)
       return Status::InvalidArgument(path + ": not a pacset forest file");
-    if (version != kForestFileVersion)
+    if (version < kForestFileOldestVersion || version > kForestFileVersion)
       return Status::NotSupported(path + ": forest file version " + std::to_string(version));
-    Serialize(ar, f);
+    Serialize(ar, f, version);
   } catch (const std::exception& e) {
     if (buf.error() != 0) return Status::FromErrno("read " + path, buf.error());
     return Status::Corruption(path + ": truncated or corrupt forest file (" + e.what() + ")");

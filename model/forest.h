@@ -63,8 +63,52 @@ enum NodeFlag : uint8_t {
   kZeroIsMissing = 1u << 1,
   // NaN is not missing but the value 0.0 (LightGBM missing types "None" and "Zero").
   kNanIsZero = 1u << 2,
+  // A categorical split (CategoricalSplit): the node's threshold holds the
+  // index of its split in Forest::categorical_splits, and kZeroIsMissing /
+  // kNanIsZero are replaced by the outside direction below.
+  kCategorical = 1u << 3,
 };
-constexpr uint8_t kKnownNodeFlags = kDefaultLeft | kZeroIsMissing | kNanIsZero;
+constexpr uint8_t kKnownNodeFlags = kDefaultLeft | kZeroIsMissing | kNanIsZero | kCategorical;
+
+// Where a categorical split sends a value that is in neither of its sets, or
+// that is not a category at all (below 0, too large, infinite): bits 1-2 of
+// a categorical node's flags (they mean kZeroIsMissing / kNanIsZero on a
+// numerical node).
+enum class OutsideDirection : uint8_t {
+  kRight = 0,    // LightGBM
+  kLeft = 1,     // XGBoost
+  kDefault = 2,  // the missing-value direction (kDefaultLeft): scikit-learn
+};
+constexpr int kOutsideShift = 1;
+constexpr uint8_t kOutsideMask = 3u << kOutsideShift;
+
+// How a value becomes a category (each library's rule, exactly):
+enum class CategoryRule : uint8_t {
+  // XGBoost (float32): a category iff 0 <= x < 2^24; the category is x
+  // truncated toward zero (-0.0 is category 0).
+  kXgboost = 0,
+  // LightGBM (float64): x truncated toward zero, a category iff that is in
+  // [0, 2^31) (so -0.5 is category 0, -1 is none).
+  kLightgbm = 1,
+  // scikit-learn HistGradientBoosting (float64): a category iff 0 <= x <
+  // 2^31, truncated toward zero.
+  kSklearn = 2,
+};
+constexpr uint8_t kMaxCategoryRule = 2;
+
+// One categorical split: the categories that go left and those that go
+// right, as bitsets in Forest::category_words (bit c of a set is bit c % 32
+// of word first + c / 32; a category beyond the last word is not in it).
+// A category in the left set goes left, else one in the right set goes
+// right, else (and for a value that is no category) the node's
+// OutsideDirection applies; NaN takes the default direction first.
+struct CategoricalSplit {
+  uint32_t left_first = 0;
+  uint32_t left_words = 0;
+  uint32_t right_first = 0;
+  uint32_t right_words = 0;
+  uint8_t rule = 0;  // CategoryRule
+};
 
 // Where Forest::cardinality came from, weakest to strongest.
 enum class CardinalitySource : uint8_t {
@@ -129,6 +173,10 @@ struct Forest {
   std::vector<double> cardinality;  // rows reaching the node; 0 where unknown
   std::vector<double> leaf_value;   // leaf_width values per node (zeros for internal nodes)
 
+  // ---- categorical splits (empty for forests without) ----
+  std::vector<CategoricalSplit> categorical_splits;
+  std::vector<uint32_t> category_words;
+
   size_t num_trees() const { return tree_group.size(); }
   size_t num_nodes() const { return left_child.size(); }
   size_t tree_size(size_t t) const { return tree_offset[t + 1] - tree_offset[t]; }
@@ -148,10 +196,17 @@ struct Forest {
 
   // Checks every structural invariant (array sizes, child ids in range, no
   // node with two parents, root nobody's child, features < num_features,
-  // thresholds exact in input_precision, groups < num_outputs). Importers call
-  // it last, so a forest that reaches the packer or the predictor is sound.
+  // thresholds exact in input_precision, groups < num_outputs, categorical
+  // splits and their sets in range). Importers call it last, so a forest
+  // that reaches the packer or the predictor is sound.
   Status Validate() const;
 };
+
+// Adds a categorical split (sets given as category lists; `left` and `right`
+// must not share a category) and returns its index, for an importer to store
+// as the node's threshold with kCategorical set.
+uint32_t AddCategoricalSplit(Forest& f, const std::vector<uint32_t>& left,
+                             const std::vector<uint32_t>& right, CategoryRule rule);
 
 // Largest float32 value <= v (v itself when representable); NaN stays NaN.
 float Float32AtOrBelow(double v);

@@ -27,6 +27,11 @@ struct RandomForestSpec {
   double split_probability = 0.85;
   uint32_t seed = 1;
   bool cardinality = true;
+  // Share of internal nodes that are categorical splits, with each flavor's
+  // library rule (XGBoost: a set going right, the rest left; LightGBM: a set
+  // going left, the rest and NaN right; scikit-learn: a left set and a right
+  // set, the rest the missing-value way). 0: none (no random draws for them).
+  double categorical_probability = 0.0;
 };
 
 inline Forest MakeRandomForest(const RandomForestSpec& s) {
@@ -115,6 +120,39 @@ inline Forest MakeRandomForest(const RandomForestSpec& s) {
       if (u(rng) < 0.3) th = u(rng) * 4 - 2;
       if (f.input_precision == Precision::kFloat32) th = static_cast<float>(th);
       f.threshold[g] = th;
+      if (s.categorical_probability > 0 && u(rng) < s.categorical_probability) {
+        // Categories 0..69: sets of a few words, some categories in neither.
+        std::vector<uint32_t> left, right;
+        for (uint32_t c = 0; c < 70; ++c) {
+          const double r = u(rng);
+          if (r < 0.35) {
+            left.push_back(c);
+          } else if (r < 0.7) {
+            right.push_back(c);
+          }
+        }
+        CategoryRule rule = CategoryRule::kSklearn;
+        OutsideDirection outside = OutsideDirection::kDefault;
+        uint8_t default_left = u(rng) < 0.5 ? kDefaultLeft : 0;
+        if (s.flavor == Flavor::kXgboost) {
+          rule = CategoryRule::kXgboost;
+          outside = OutsideDirection::kLeft;
+          left.clear();
+        } else if (s.flavor == Flavor::kLightgbm) {
+          rule = CategoryRule::kLightgbm;
+          outside = OutsideDirection::kRight;
+          right.clear();
+          default_left = 0;
+        }
+        f.threshold[g] = AddCategoricalSplit(f, left, right, rule);
+        f.flags[g] = static_cast<uint8_t>(kCategorical | default_left |
+                                          static_cast<uint8_t>(outside) << kOutsideShift);
+        const double c = f.cardinality[g];
+        const double share = std::floor(c * (0.05 + 0.9 * u(rng)));
+        f.cardinality[b + kids[i].first] = share;
+        f.cardinality[b + kids[i].second] = c - share;
+        continue;
+      }
       if (s.flavor == Flavor::kLightgbm) {
         const int missing = static_cast<int>(rng() % 3);
         f.flags[g] =
@@ -148,11 +186,21 @@ inline RowMatrix MakeAdversarialRows(const Forest& f, size_t n, uint32_t seed) {
                              std::numeric_limits<double>::infinity(),
                              -std::numeric_limits<double>::infinity(),
                              1e300};
+  // Values around categories: integers in and beyond the sets, fractions,
+  // negatives, -0, the edges of each rule's range.
+  const double categories[] = {0.0,  -0.0, 0.5,   0.999, 1.0,        7.0,        31.0,
+                               32.0, 33.5, 69.0,  70.0,  255.0,      256.0,      -0.5,
+                               -1.0, -1e-30, 16777215.0, 16777216.0, 2147483647.0,
+                               2147483648.0, 4294967296.0};
+  const bool categorical = !f.categorical_splits.empty();
   for (size_t r = 0; r < n; ++r) {
     for (uint32_t c = 0; c < f.num_features; ++c) {
       double v = u(rng);
       const int pick = static_cast<int>(rng() % 10);
-      if (pick < 4) {
+      if (categorical && pick < 4 && rng() % 2) {
+        v = rng() % 3 ? static_cast<double>(rng() % 80)
+                      : categories[rng() % (sizeof(categories) / sizeof(categories[0]))];
+      } else if (pick < 4) {
         const uint64_t g = rng() % f.num_nodes();
         const double t = f.threshold[g];
         const int how = static_cast<int>(rng() % 4);

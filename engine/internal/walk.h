@@ -32,12 +32,40 @@ struct NodeView<WideNode> {
 
 inline constexpr uint32_t kNodeKind = static_cast<uint32_t>(RefKind::kNode);
 
-// One step down from the node stored at `at`: sets `ref`/`kind` to the chosen
-// child. False when the node splits on a feature the model does not have.
-// `went_left` (optional) tells the leaf-id lookup which child was taken.
+// A file's categorical splits (PacFile::categorical_splits), for Step.
+struct CategoricalTable {
+  const CategoricalSplit* splits = nullptr;
+  uint64_t count = 0;
+  const uint32_t* words = nullptr;
+};
+inline CategoricalTable CategoricalTableOf(const PacFile& f) {
+  return {f.categorical_splits().data(), f.categorical_splits().size(),
+          f.category_words().data()};
+}
+
+// A categorical node's split index: the bits of its threshold field.
+template <typename NodeT>
+inline uint64_t SplitIndex(const NodeT& n) {
+  if constexpr (std::is_same_v<NodeT, CompactNode>) {
+    uint32_t i;
+    std::memcpy(&i, &n.threshold, 4);
+    return i;
+  } else {
+    uint64_t i;
+    std::memcpy(&i, &n.threshold, 8);
+    return i;
+  }
+}
+
+// One step down from the node stored at `at` (copied first, then checked and
+// used): sets `ref`/`kind` to the chosen child. False when the node splits on
+// a feature the model does not have, or names a categorical split the file
+// does not have. `went_left` (optional) tells the leaf-id lookup which child
+// was taken.
 template <typename NodeT, bool kF32Input>
-inline bool Step(const char* at, uint32_t num_features, const float* xf, const double* xd,
-                 uint64_t& ref, uint32_t& kind, bool* went_left = nullptr) {
+inline bool Step(const char* at, uint32_t num_features, const CategoricalTable& cats,
+                 const float* xf, const double* xd, uint64_t& ref, uint32_t& kind,
+                 bool* went_left = nullptr) {
   using V = NodeView<NodeT>;
   NodeT n;
   std::memcpy(&n, at, sizeof(NodeT));
@@ -45,7 +73,17 @@ inline bool Step(const char* at, uint32_t num_features, const float* xf, const d
   const uint32_t flags = V::Flags(n);
   if (__builtin_expect(feature >= num_features, 0)) return false;
   bool left;
-  if constexpr (kF32Input) {
+  if (__builtin_expect(flags & kNodeFlagCategorical, 0)) {
+    const uint64_t index = SplitIndex(n);
+    if (index >= cats.count) return false;
+    if constexpr (kF32Input) {
+      left = CategoricalGoesLeft<float>(xf[feature], static_cast<uint8_t>(flags),
+                                        cats.splits[index], cats.words);
+    } else {
+      left = CategoricalGoesLeft<double>(xd[feature], static_cast<uint8_t>(flags),
+                                         cats.splits[index], cats.words);
+    }
+  } else if constexpr (kF32Input) {
     if constexpr (std::is_same_v<NodeT, CompactNode>) {
       left = GoesLeft<float>(xf[feature], n.threshold, static_cast<uint8_t>(flags));
     } else {
@@ -111,7 +149,7 @@ struct WalkFault {
   enum Code : uint8_t {
     kNone = 0,
     kBadReference,  // outside the node region or across a trailer, or a path longer than max_depth
-    kBadFeature,    // splits on a feature the model does not have
+    kBadFeature,    // splits on a feature (or a categorical split) the model does not have
     kBadLeaf,       // leaf outside the node region, class out of range
     kLockstep,      // one of the above in a lockstep walk, not told apart
   };

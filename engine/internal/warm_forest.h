@@ -32,6 +32,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -51,6 +52,18 @@ static_assert(sizeof(WarmNode<double>) == 24);
 
 inline constexpr int kWarmLeafKindShift = 62;
 
+// A categorical warm node's split index: the bits of its threshold.
+inline uint64_t WarmSplitIndex(float t) {
+  uint32_t i;
+  std::memcpy(&i, &t, 4);
+  return i;
+}
+inline uint64_t WarmSplitIndex(double t) {
+  uint64_t i;
+  std::memcpy(&i, &t, 8);
+  return i;
+}
+
 struct WarmForest {
   // Compact files: the nodes. Wide files: the same nodes (nodes64) with each
   // threshold t rounded down to float32 (the largest float32 <= t, NaN
@@ -64,6 +77,11 @@ struct WarmForest {
   std::vector<uint64_t> leaves;
   std::vector<double> records;
   std::vector<int32_t> roots;
+  // Categorical nodes (flags with model/forest.h kCategorical) hold their
+  // split's index in the bits of their threshold; the file's splits and
+  // category words, copied (PacFile checked them).
+  std::vector<CategoricalSplit> categorical_splits;
+  std::vector<uint32_t> category_words;
   // True when no node uses LightGBM's zero-as-missing rule: for rows without
   // NaN a node then routes by `x <= threshold` alone (the default direction
   // and LightGBM's NaN-as-zero only concern NaN; model/routing.h GoesLeft).
