@@ -214,6 +214,17 @@ StatusOr<Plan> MakePlan(const Forest& f, const PackOptions& o) {
     return Status::InvalidArgument(
         "rows to choose the bins with have " + std::to_string(o.score_rows->num_cols) +
         " columns; the forest has " + std::to_string(f.num_features) + " features");
+  if (!f.categorical_splits.empty()) {
+    if (o.format_version == 2)
+      return Status::InvalidArgument("categorical splits need format version 3 (leave out "
+                                     "--format-version, or give 3)");
+    for (const CategoricalSplit& c : f.categorical_splits)
+      if (c.left_words > kMaxCategorySetWords || c.right_words > kMaxCategorySetWords)
+        return Status::InvalidArgument(
+            "a categorical split has a category above " +
+            std::to_string(kMaxCategorySetWords * 32 - 1) +
+            ", the largest a .pac file holds; recode the categories as 0, 1, 2, ...");
+  }
   Plan plan;
   const uint32_t bs = o.block_size;
   const uint64_t block_units = bs / kUnit;
