@@ -178,7 +178,8 @@ struct Builder {
       out[i].child[0] = child_of(n.left, (flags >> kLeftKindShift) & 3u);
       out[i].child[1] = child_of(n.right, (flags >> kRightKindShift) & 3u);
       const bool categorical = flags & kNodeFlagCategorical;
-      w->flags[i] = static_cast<uint8_t>((flags & kRoutingFlagMask) | (categorical ? kCategorical : 0));
+      w->flags[i] =
+          static_cast<uint8_t>((flags & kRoutingFlagMask) | (categorical ? kCategorical : 0));
       if ((flags & kZeroIsMissing) || categorical) w->plain_routing = false;
     }
     const std::vector<TreeRecord>& trees = file.trees();

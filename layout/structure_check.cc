@@ -172,10 +172,10 @@ StatusOr<StructureSummary> CheckForestStructure(const PacFile& file, StructureBl
                                   std::to_string(h.num_features) + ")");
       if ((n.flags & kNodeFlagCategorical) &&
           !CategoricalNodeOk(n.flags, n.split_index, file.categorical_splits().size()))
-        return Status::Corruption(where + ": the categorical node" + node_name(e.ref) +
-                                  " names split " + std::to_string(n.split_index) + " (the file has " +
-                                  std::to_string(file.categorical_splits().size()) +
-                                  ") or a reserved outside direction");
+        return Status::Corruption(
+            where + ": the categorical node" + node_name(e.ref) + " names split " +
+            std::to_string(n.split_index) + " (the file has " +
+            std::to_string(file.categorical_splits().size()) + ") or a reserved outside direction");
       // Right child first on the stack: the left subtree is checked first.
       for (int side = 1; side >= 0; --side) {
         const uint32_t kind = (n.flags >> (kLeftKindShift + 2 * side)) & 3u;

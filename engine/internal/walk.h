@@ -39,8 +39,7 @@ struct CategoricalTable {
   const uint32_t* words = nullptr;
 };
 inline CategoricalTable CategoricalTableOf(const PacFile& f) {
-  return {f.categorical_splits().data(), f.categorical_splits().size(),
-          f.category_words().data()};
+  return {f.categorical_splits().data(), f.categorical_splits().size(), f.category_words().data()};
 }
 
 // One step down from the node stored at `at` (copied first, then checked and
