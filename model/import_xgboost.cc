@@ -5,6 +5,17 @@
 // our single operator. Missing values (NaN) follow default_left. Leaf values
 // are float32 and already include the learning rate; margins are summed in
 // float32 in tree order starting from the base margin (cpu_predictor.cc).
+//
+// DART (booster "dart", or from XGBoost 3.3 a gbtree with weight_drop) weighs
+// each tree's output by its weight_drop w. XGBoost 1.7.4's Booster.predict
+// (src/gbm/gbtree.cc, Dart::PredictBatchImpl) predicts each tree alone into
+// a buffer filled with 0 and adds `h_out_predts[offset] += (h_predts[offset]
+// * w)` in float32, tree by tree, onto the base margin: the product is
+// rounded to float32 before the sum, so the float32 (0 + leaf) * w, stored as
+// the leaf, predicts the same bits. XGBoost >= 3.3 computes leaf * w in both
+// of its predict paths. Dart::InplacePredict in 1.7 to 3.2 (inplace_predict,
+// XGBRegressor.predict) adds ((base + leaf) - base) * w instead, which
+// differs by rounding when the base margin is not 0 (docs/exactness.md).
 #include <cmath>
 #include <limits>
 
@@ -48,7 +59,7 @@ StatusOr<ObjectiveInfo> LookupObjective(const std::string& name, uint32_t num_cl
                               "' is not supported (supported: reg:squarederror and other "
                               "identity-link regression, reg:logistic, binary:logistic, "
                               "binary:logitraw, multi:softprob, multi:softmax, count:poisson, "
-                              "reg:gamma, reg:tweedie)");
+                              "reg:gamma, reg:tweedie); retrain with one of those objectives");
 }
 
 StatusOr<Forest> ImportXgboostDocument(const nlohmann::json& doc, const std::string& file,
@@ -91,19 +102,33 @@ StatusOr<Forest> ImportXgboostDocument(const nlohmann::json& doc, const std::str
   PACSET_ASSIGN_OR_RETURN(auto booster, learner.Member("gradient_booster"));
   PACSET_ASSIGN_OR_RETURN(auto booster_name_r, booster.Member("name"));
   PACSET_ASSIGN_OR_RETURN(std::string booster_name, booster_name_r.String());
-  if (booster_name == "dart")
-    return Status::NotSupported(file +
-                                ": DART boosters are not supported yet (their tree "
-                                "weights change predictions); use gbtree");
-  if (booster_name != "gbtree")
+  if (booster_name != "gbtree" && booster_name != "dart")
     return Status::NotSupported(file + ": booster '" + booster_name +
-                                "' is not a tree ensemble (only gbtree is supported)");
-  PACSET_ASSIGN_OR_RETURN(auto model, booster.Member("model"));
+                                "' is not a tree ensemble (pacset reads booster gbtree and "
+                                "dart); retrain with booster=gbtree");
+  // DART (1.x to 3.2): {"name": "dart", "gbtree": {"model": ...}, "weight_drop": [...]};
+  // from 3.3 a gbtree model may hold "weight_drop" itself.
+  JsonReader trees_owner = booster;
+  if (booster_name == "dart") {
+    PACSET_ASSIGN_OR_RETURN(trees_owner, booster.Member("gbtree"));
+  }
+  PACSET_ASSIGN_OR_RETURN(auto model, trees_owner.Member("model"));
   PACSET_ASSIGN_OR_RETURN(auto trees, model.Member("trees"));
   PACSET_ASSIGN_OR_RETURN(size_t num_trees, trees.ArraySize());
   PACSET_ASSIGN_OR_RETURN(auto tree_info_r, model.Member("tree_info"));
   PACSET_ASSIGN_OR_RETURN(auto tree_info, tree_info_r.Integers(static_cast<int64_t>(num_trees)));
   if (num_trees == 0) return trees.Error("the model has no trees");
+  std::vector<float> tree_weight;  // empty: every tree has weight 1
+  if (booster_name == "dart" || model.Has("weight_drop")) {
+    PACSET_ASSIGN_OR_RETURN(auto wd_r,
+                            (booster_name == "dart" ? booster : model).Member("weight_drop"));
+    PACSET_ASSIGN_OR_RETURN(auto wd, wd_r.Doubles(static_cast<int64_t>(num_trees)));
+    for (size_t t = 0; t < num_trees; ++t) {
+      tree_weight.push_back(static_cast<float>(wd[t]));
+      if (!std::isfinite(tree_weight.back()))
+        return wd_r.Error("tree " + std::to_string(t) + " has weight " + std::to_string(wd[t]));
+    }
+  }
 
   f.task = obj.task;
   f.num_features = static_cast<uint32_t>(num_feature);
@@ -157,8 +182,9 @@ StatusOr<Forest> ImportXgboostDocument(const nlohmann::json& doc, const std::str
         PACSET_ASSIGN_OR_RETURN(int64_t slv, slv_r.Integer());
         if (slv > 1)
           return Status::NotSupported(file + ": tree " + std::to_string(t) +
-                                      " has vector leaves (multi_strategy=multi_output_tree); "
-                                      "not supported yet");
+                                      " has vector leaves (multi_strategy=multi_output_tree), "
+                                      "which are not supported yet; retrain with "
+                                      "multi_strategy=one_output_per_tree (the default)");
       }
       if (tp.Has("num_nodes")) {
         PACSET_ASSIGN_OR_RETURN(auto nn_r, tp.Member("num_nodes"));
@@ -198,7 +224,10 @@ StatusOr<Forest> ImportXgboostDocument(const nlohmann::json& doc, const std::str
         if (right[i] != -1) return right_r.Error(where + std::to_string(i) + " has only one child");
         const double v = cond[i];
         if (std::isnan(v)) return cond_r.Error(where + std::to_string(i) + " has a NaN leaf value");
-        f.leaf_value[g] = static_cast<float>(v);
+        float leaf = static_cast<float>(v);
+        // XGBoost's float32 (0 + leaf) * w (see the top of this file).
+        if (!tree_weight.empty()) leaf = (0.0f + leaf) * tree_weight[t];
+        f.leaf_value[g] = leaf;
         continue;
       }
       if (left[i] <= 0 || left[i] >= n || right[i] <= 0 || right[i] >= n)
@@ -207,7 +236,8 @@ StatusOr<Forest> ImportXgboostDocument(const nlohmann::json& doc, const std::str
       if (split_type[i] != 0)
         return Status::NotSupported(file + ": " + where + std::to_string(i) +
                                     " is a categorical split; categorical splits are not "
-                                    "supported yet (retrain with numerical features)");
+                                    "supported yet (retrain with enable_categorical=False on "
+                                    "numerical or one-hot encoded features)");
       if (feat[i] < 0 || feat[i] >= num_feature)
         return feat_r.Error(where + std::to_string(i) + " splits on feature " +
                             std::to_string(feat[i]) + " but num_feature is " +
