@@ -78,9 +78,12 @@ def _rows(X):
             raise ValueError("expected a DataFrame of rows")
         all_f32 = True
         for name, dtype in X.dtypes.items():
-            if isinstance(dtype, pd.CategoricalDtype) or not (
-                pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_bool_dtype(dtype)
-            ):
+            if isinstance(dtype, pd.CategoricalDtype):
+                raise ValueError(
+                    f"column {name!r} has dtype {dtype}; pacset needs numeric columns: pass the "
+                    f"category codes the model was trained on (X[{name!r}].cat.codes, -1 as NaN)"
+                )
+            if not (pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_bool_dtype(dtype)):
                 raise ValueError(f"column {name!r} has dtype {dtype}; pacset needs numeric columns")
             all_f32 = all_f32 and dtype == np.float32
         X = X.to_numpy(dtype=np.float32 if all_f32 else np.float64, na_value=np.nan)
