@@ -90,9 +90,9 @@ constexpr size_t kMaxCategoryWords = size_t{1} << 24;
 // other nodes), from categories_nodes / _segments / _sizes / categories.
 // Checked: the four arrays agree in length, every listed node is a node of
 // the tree with split_type 1, listed once, its segment lies inside
-// `categories`, every category is in [0, 2^24), and every internal node of
-// split_type 1 is listed. A leaf of split_type 1 (XGBoost keeps the type of
-// a pruned split) needs no entry, and one it has is not used.
+// `categories`, the sizes add up to at most its length, every category is in [0, 2^24), and every
+// internal node of split_type 1 is listed. A leaf of split_type 1 (XGBoost keeps the type of a
+// pruned split) needs no entry, and one it has is not used.
 StatusOr<std::vector<std::vector<uint32_t>>> ReadTreeCategories(
     const JsonReader& tree, const std::vector<int64_t>& split_type,
     const std::vector<int64_t>& left, const std::string& where) {
@@ -118,6 +118,15 @@ StatusOr<std::vector<std::vector<uint32_t>>> ReadTreeCategories(
   PACSET_ASSIGN_OR_RETURN(auto values_r, tree.Member("categories"));
   PACSET_ASSIGN_OR_RETURN(auto values, values_r.Integers());
   const int64_t num_values = static_cast<int64_t>(values.size());
+  // XGBoost writes the segments one after another. Overlapping ones would let
+  // a small file make every node copy the whole array: the sizes must fit.
+  int64_t total = 0;
+  for (int64_t size : sizes) {
+    if (size < 0 || size > num_values - total)
+      return sizes_r.Error("the sizes add up to more than the " + std::to_string(num_values) +
+                           " categories stored");
+    total += size;
+  }
   std::vector<bool> listed(n, false);
   for (int64_t k = 0; k < m; ++k) {
     const int64_t node = nodes[k];

@@ -110,23 +110,30 @@ TEST(XgboostImport, MalformedCategoriesArraysAreRejectedNamingTheField) {
       {R"("categories":[0,3,40],"categories_nodes":[3],)" + kArrays,
        "entry 0 names node 3 but the tree has 3 nodes"},
       {R"("categories":[0,3,40],"categories_nodes":[-1],)" + kArrays, "names node -1"},
-      {R"("categories":[0,3],"categories_nodes":[0],)" + kArrays,
-       "categories_segments: entry 0 (node 0) spans categories [0, +3) but the categories "
+      {R"("categories":[0,3],"categories_nodes":[0],"categories_segments":[1],)"
+       R"("categories_sizes":[2])",
+       "categories_segments: entry 0 (node 0) spans categories [1, +2) but the categories "
        "array has 2"},
       {R"("categories":[0,3,40],"categories_nodes":[0],"categories_segments":[-1],)"
        R"("categories_sizes":[1])",
        "spans categories [-1, +1)"},
       {R"("categories":[0,3,40],"categories_nodes":[0],"categories_segments":[2],)"
+       R"("categories_sizes":[2])",
+       "spans categories [2, +2)"},
+      {R"("categories":[0,3,40],"categories_nodes":[0],"categories_segments":[0],)"
        R"("categories_sizes":[9223372036854775807])",
-       "spans categories"},
+       "the sizes add up to more than"},
+      {R"("categories":[0,3,40],"categories_nodes":[0,1],"categories_segments":[0,0],)"
+       R"("categories_sizes":[3,3])",
+       "categories_sizes: the sizes add up to more than the 3 categories stored"},
       {R"("categories":[0,-3,40],"categories_nodes":[0],)" + kArrays,
        "categories: element 1 is category -3, outside XGBoost's 0..16777215"},
       {R"("categories":[0,16777216,40],"categories_nodes":[0],)" + kArrays,
        "element 1 is category 16777216"},
       {R"("categories":[0,3.5,40],"categories_nodes":[0],)" + kArrays,
        "categories: element 1 is not an integer"},
-      {R"("categories":[0,3,40],"categories_nodes":[0,0],"categories_segments":[0,0],)"
-       R"("categories_sizes":[3,3])",
+      {R"("categories":[0,3,40],"categories_nodes":[0,0],"categories_segments":[0,1],)"
+       R"("categories_sizes":[1,1])",
        "node 0 is listed twice"},
       {R"("categories":[0,3,40],"categories_nodes":[0],"categories_segments":[0,0],)"
        R"("categories_sizes":[3])",
