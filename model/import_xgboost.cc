@@ -18,7 +18,7 @@
 // (max_cat_to_onehot=64, stored as a one-category set) on values 0, -0.0,
 // every trained category, unseen ones, -1, -0.5, -1e-45, 0.5, 3.99, 2^24 - 1,
 // 2^24 and its float32 neighbours, 2^31, 1e30, +-inf and NaN
-// (tests/exact/xgboost_exact_test.py checks the same on every model). The
+// (tests/exact/xgboost_exact_test.py checks them on each categorical model). The
 // model's feature_types do not take part: a DMatrix without them routes the
 // same, the tree's split_type alone decides. A categorical node's
 // split_condition is NaN (written as the bare word NaN, ParseJsonDocument).
