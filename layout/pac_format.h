@@ -96,15 +96,20 @@ static_assert(sizeof(TreeRecord) == 16);
 // Section types. Unknown optional sections are skipped by readers; an unknown
 // section with the required flag makes the file unreadable to them.
 enum class SectionType : uint32_t {
-  kTreeTable = 1,   // TreeRecord[num_trees]
-  kBaseScore = 2,   // float64[num_outputs]
-  kNodes = 3,       // the node region: nodes and leaf records (bins first)
-  kSourceInfo = 4,  // UTF-8 JSON: where the model came from, layout parameters
-  kLeafIds = 5,     // u32[2] per node-region unit: library leaf ids of a node's children
+  kTreeTable = 1,          // TreeRecord[num_trees]
+  kBaseScore = 2,          // float64[num_outputs]
+  kNodes = 3,              // the node region: nodes and leaf records (bins first)
+  kSourceInfo = 4,         // UTF-8 JSON: where the model came from, layout parameters
+  kLeafIds = 5,            // u32[2] per node-region unit: library leaf ids of a node's children
   kCategoryWords = 6,      // u32 bitset words of the categorical splits' sets
   kCategoricalSplits = 7,  // CategoricalSplitRecord per categorical split
+  // float64 parameters of the postprocess, when it has some: isolation score
+  // (6) has {denominator, offset}.
+  kPostprocessParams = 8,
 };
-inline constexpr uint32_t kLastSectionType = 7;
+inline constexpr uint32_t kLastSectionType = 8;
+// How many float64 parameters postprocess `p` takes (section 8's count).
+inline uint64_t PostprocessParamCount(uint8_t p) { return p == 6 ? 2 : 0; }
 
 // One categorical split (16 bytes): its left and right category sets as
 // ranges of the category-word section, and its CategoryRule.

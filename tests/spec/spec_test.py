@@ -91,8 +91,8 @@ def train_xgboost(work, rng):
 def train_sklearn(work, rng):
     import joblib
     from sklearn.ensemble import (ExtraTreesRegressor, GradientBoostingClassifier,
-                                  GradientBoostingRegressor, RandomForestClassifier,
-                                  RandomForestRegressor)
+                                  GradientBoostingRegressor, IsolationForest,
+                                  RandomForestClassifier, RandomForestRegressor)
     n, d = 300, 4
     X = rng.normal(size=(n, d)) * np.array([1, 100, 1e-4, 1])
     y_bin = (X[:, 0] + X[:, 1] / 100 > 0).astype(int)
@@ -108,6 +108,8 @@ def train_sklearn(work, rng):
         ("sk-gb-multi", GradientBoostingClassifier(n_estimators=4, max_depth=2, random_state=0),
          y_multi),
         ("sk-gb-reg", GradientBoostingRegressor(n_estimators=6, max_depth=3, random_state=0), y_reg),
+        ("sk-iforest", IsolationForest(n_estimators=5, max_features=0.75, contamination=0.1,
+                                       random_state=0), None),  # postprocess 6 and section 8
     ]
     out = []
     for name, est, y in specs:
@@ -531,7 +533,7 @@ def main():
             ("float32 accumulation", any(s[2] == 0 for s in seen)),
             ("float64 accumulation", any(s[2] == 1 for s in seen)),
             ("mean aggregation", any(s[4] == 1 for s in seen)),
-        ] + [(f"postprocess {p}", any(s[3] == p for s in seen)) for p in range(6)] + [
+        ] + [(f"postprocess {p}", any(s[3] == p for s in seen)) for p in range(7)] + [
             (f"format version {v}", any(s[5] == v for s in seen)) for v in (1, 2, 3)]:
             expect(ok, f"no model exercised {what}")
     finally:
