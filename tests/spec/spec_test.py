@@ -407,6 +407,18 @@ def edits(pac):
                  lambda p, b=base: (p.hset("I", b, 77), p.hset("I", b + 4, 1))),
                 ("source info record size 2", lambda p, b=base: p.hset("I", b + 24, 2)),
             ]
+        if stype == 8:  # the postprocess parameters (isolation score)
+            def param(p, i, v):
+                struct.pack_into("<d", p.data, p.record_offset(8, i), v)
+            out += [
+                ("isolation score with 1 parameter", lambda p, b=base: p.hset("Q", b + 16, 1)),
+                ("parameters for identity", lambda p: p.hset("B", 33, 0)),
+                ("isolation score, float32 accumulation", lambda p: p.hset("B", 36, 0)),
+                ("isolation denominator -1", lambda p: param(p, 0, -1.0)),
+                ("isolation offset NaN", lambda p: param(p, 1, math.nan)),
+                ("isolation denominator 0 (allowed)", lambda p: param(p, 0, 0.0)),
+                ("parameter section not required", lambda p, b=base: p.hset("I", b + 4, 0)),
+            ]
         if stype == 5:
             out.append(("leaf ids too short", lambda p, b=base: p.hset("Q", b + 16, 1)))
     return out
@@ -492,8 +504,8 @@ def main():
         models = (train_xgboost(work, rng) + train_sklearn(work, rng) + lightgbm_fixtures() +
                   synthetic_models(work, rng))
         # Crafted from these: leaf width 1 with groups, leaf width 3 with
-        # records and classes, float64 wide nodes.
-        hostile_models = {"xgb-softprob", "sk-rf-multi", "lgbm-multiclass"}
+        # records and classes, float64 wide nodes, an isolation score (section 8).
+        hostile_models = {"xgb-softprob", "sk-rf-multi", "lgbm-multiclass", "sk-iforest"}
         # 256-byte blocks: the header flows over two blocks. Format version 2
         # (files for readers before version 3): version 1 at 4 KiB, 2 below.
         variants = [("64k", ["--block-size", "64KiB"]),
