@@ -115,6 +115,22 @@ TEST(IsolationForestImport, ParametersSurviveSaveAndLoad) {
   std::remove(path.c_str());
 }
 
+TEST(IsolationForestImport, ValidateRefusesAnIsolationScoreItCannotCompute) {
+  auto f = Import(IsolationDoc());
+  ASSERT_TRUE(f.ok());
+  Forest g = *f;
+  g.accumulate_precision = Precision::kFloat32;
+  EXPECT_FALSE(g.Validate().ok());
+  g = *f;
+  g.isolation_offset = NAN;
+  EXPECT_FALSE(g.Validate().ok());
+  g = *f;
+  g.isolation_denominator = -1.0;
+  Status s = g.Validate();
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("isolation-score"), std::string::npos) << s.ToString();
+}
+
 TEST(IsolationForestImport, RejectsANegativeOrMissingDenominator) {
   json doc = IsolationDoc();
   doc["score_denominator"] = -1.0;

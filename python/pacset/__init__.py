@@ -247,7 +247,8 @@ class Forest:
     def predict_margin(self, X, *, n_threads=None):
         """Raw scores before the link function: XGBoost output_margin=True,
         scikit-learn decision_function (gradient boosting; forests: the mean
-        of the trees' outputs), LightGBM raw_score=True."""
+        of the trees' outputs; IsolationForest: the sum over the trees of
+        the path lengths, score_samples' `depths`), LightGBM raw_score=True."""
         return self._predict(X, True, n_threads)
 
     def apply(self, X, *, n_threads=None):
