@@ -119,6 +119,10 @@ StatusOr<std::unique_ptr<PacEngine>> PacEngine::FromFile(std::unique_ptr<PacFile
   e->rule_.num_outputs = h.num_outputs;
   e->rule_.postprocess = static_cast<Postprocess>(h.postprocess);
   e->rule_.sigmoid_alpha = h.sigmoid_alpha;
+  if (file->postprocess_params().size() == 2) {  // isolation score
+    e->rule_.isolation_denominator = file->postprocess_params()[0];
+    e->rule_.isolation_offset = file->postprocess_params()[1];
+  }
   e->rule_.aggregation = static_cast<Aggregation>(h.aggregation);
   e->rule_.accumulate_precision = static_cast<Precision>(h.accumulate_precision);
   e->rule_.base_score = file->base_score();

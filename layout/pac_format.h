@@ -126,8 +126,13 @@ enum class SectionType : uint32_t {
   kLeafIds = 5,            // u32[2] per node-region unit: library leaf ids of a node's children
   kCategoryWords = 6,      // u32 bitset words of the categorical splits' sets
   kCategoricalSplits = 7,  // CategoricalSplitRecord per categorical split
+  // float64 parameters of the postprocess, when it has some: isolation score
+  // (6) has {denominator, offset}.
+  kPostprocessParams = 8,
 };
-inline constexpr uint32_t kLastSectionType = 7;
+inline constexpr uint32_t kLastSectionType = 8;
+// How many float64 parameters postprocess `p` takes (section 8's count).
+inline uint64_t PostprocessParamCount(uint8_t p) { return p == 6 ? 2 : 0; }
 
 // One categorical split (16 bytes): its left and right category sets as
 // ranges of the category-word section, and its CategoryRule.

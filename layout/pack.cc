@@ -204,6 +204,9 @@ uint64_t PlaceMetadata(PacHeader& h, size_t num_sections, size_t info_len, const
     place(SectionType::kCategoricalSplits, kSectionRequired, f.categorical_splits.size(),
           sizeof(CategoricalSplitRecord));
   }
+  // The postprocess's parameters (FORMAT.md §2, section 8).
+  if (const uint64_t n = PostprocessParamCount(h.postprocess); n > 0)
+    place(SectionType::kPostprocessParams, kSectionRequired, n, 8);
   return pos;
 }
 
@@ -291,7 +294,8 @@ StatusOr<Plan> MakePlan(const Forest& f, const PackOptions& o) {
     if (!plan.bins.candidates.empty())
       info["bin_choice"] = BinChoiceJson(o, f.cardinality_source, plan.bins);
     plan.info_json = info.dump();
-    const size_t num_sections = 4 + (o.leaf_ids ? 1 : 0) + (f.categorical_splits.empty() ? 0 : 2);
+    const size_t num_sections = 4 + (o.leaf_ids ? 1 : 0) + (f.categorical_splits.empty() ? 0 : 2) +
+                                (PostprocessParamCount(h.postprocess) > 0 ? 1 : 0);
     const uint64_t meta_end = PlaceMetadata(h, num_sections, plan.info_json.size(), f);
     h.node_first_block = (meta_end + bs - 1) / bs;
     h.node_block_count = std::max<uint64_t>(placement.node_blocks, 1);
@@ -369,6 +373,11 @@ void Encode(const Forest& f, Plan& plan, char* base, bool progress) {
   const SectionEntry& isec = *h.FindSection(SectionType::kSourceInfo);
   for (size_t i = 0; i < plan.info_json.size(); ++i)
     base[SectionRecordOffset(isec, bs, i)] = plan.info_json[i];
+  if (const SectionEntry* params = h.FindSection(SectionType::kPostprocessParams)) {
+    const double values[] = {f.isolation_denominator, f.isolation_offset};
+    for (uint64_t i = 0; i < params->count; ++i)
+      std::memcpy(base + SectionRecordOffset(*params, bs, i), &values[i], 8);
+  }
   const SectionEntry* leaf_ids = h.FindSection(SectionType::kLeafIds);
   if (const SectionEntry* words = h.FindSection(SectionType::kCategoryWords)) {
     for (size_t i = 0; i < f.category_words.size(); ++i)

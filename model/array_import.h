@@ -92,7 +92,12 @@ struct SklearnEstimatorArrays {
   std::string loss;
   double learning_rate = 1.0;
   std::vector<double> init_raw_prediction;  // n_outputs values
-  std::vector<SklearnTreeArrays> trees;     // prediction order
+  // IsolationForest only: n_estimators * c(max_samples_) and offset_ (each
+  // tree's value array holds c(n_node_samples) per node, feature ids are
+  // the estimator's columns: docs/sklearn-export.md).
+  double score_denominator = 0.0;
+  double offset = 0.0;
+  std::vector<SklearnTreeArrays> trees;  // prediction order
 };
 
 // The one home of the scikit-learn -> Forest mapping (routing, leaf

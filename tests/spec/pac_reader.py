@@ -97,14 +97,16 @@ class PacFile:
         (hsum,) = struct.unpack_from("<Q", h, self.header_size - 8)
         if hsum != xxh3(h[:self.header_size - 8]):
             raise PacError(f"{path}: header checksum")
-        if (self.postprocess > 5 or self.aggregation > 1 or self.input_precision > 1
+        if (self.postprocess > 6 or self.aggregation > 1 or self.input_precision > 1
                 or self.accumulate_precision > 1 or self.node_format > 1):
             raise PacError(f"{path}: unknown enumeration value")
         K = self.num_outputs
         if not 1 <= K <= 1 << 20 or self.leaf_width not in (1, K):
             raise PacError(f"{path}: output count {K}, leaf width {self.leaf_width}")
-        if (self.postprocess == 2 and K < 2) or (self.postprocess == 5 and K != 1):
+        if (self.postprocess == 2 and K < 2) or (self.postprocess in (5, 6) and K != 1):
             raise PacError(f"{path}: postprocess {self.postprocess} with {K} outputs")
+        if self.postprocess == 6 and self.accumulate_precision != 1:
+            raise PacError(f"{path}: isolation score with float32 accumulation")
         if not math.isfinite(self.sigmoid_alpha):
             raise PacError(f"{path}: sigmoid alpha")
         if self.num_features < 1 or self.num_trees < 1:
@@ -132,11 +134,11 @@ class PacFile:
             if stype in seen_types:
                 raise PacError(f"{path}: section type {stype} twice")
             seen_types.add(stype)
-            if stype not in (1, 2, 3, 4, 5, 6, 7):
+            if stype not in (1, 2, 3, 4, 5, 6, 7, 8):
                 if flags & 1:
                     raise PacError(f"{path}: required section type {stype} unknown")
                 continue
-            if rsize != {1: 16, 2: 8, 3: 16, 4: 1, 5: 8, 6: 4, 7: 16}[stype]:
+            if rsize != {1: 16, 2: 8, 3: 16, 4: 1, 5: 8, 6: 4, 7: 16, 8: 8}[stype]:
                 raise PacError(f"{path}: section {stype} record size {rsize}")
             self.sections[stype] = (offset, count, rsize)
             if count > 0:
@@ -145,7 +147,7 @@ class PacFile:
                 if self.record_offset(stype, count - 1) + rsize > len(d):
                     raise PacError(f"{path}: section {stype} past the end")
             end = self.record_offset(stype, count - 1) + rsize if count else offset
-            if stype in (1, 2, 4, 6, 7) and end > nfb * bs:
+            if stype in (1, 2, 4, 6, 7, 8) and end > nfb * bs:
                 raise PacError(f"{path}: section {stype} outside the metadata blocks")
             if stype == 3 and (offset != nfb * bs or count != U):
                 raise PacError(f"{path}: the nodes section is not the node region")
@@ -158,6 +160,9 @@ class PacFile:
             raise PacError(f"{path}: tree table or base score count")
         if (6 in self.sections) != (7 in self.sections):
             raise PacError(f"{path}: category words without categorical splits or the reverse")
+        n_params = 2 if self.postprocess == 6 else 0
+        if self.sections.get(8, (0, 0, 8))[1] != n_params or (8 in self.sections) != (n_params > 0):
+            raise PacError(f"{path}: postprocess {self.postprocess} parameter count")
         self.verified = set()
         # §5 Blocks: the metadata blocks when the file is opened.
         for b in range(nfb):
@@ -183,6 +188,11 @@ class PacFile:
                            for k in range(K)]
         if any(math.isnan(b) for b in self.base_score):
             raise PacError(f"{path}: base score is NaN")
+        self.postprocess_params = [struct.unpack_from("<d", d, self.record_offset(8, i))[0]
+                                   for i in range(n_params)]
+        if not all(math.isfinite(v) for v in self.postprocess_params) or \
+                (self.postprocess == 6 and self.postprocess_params[0] < 0):
+            raise PacError(f"{path}: postprocess parameters")
         # Rule 20, categorical splits: known rule, sets inside the words.
         self.splits = []
         self.words = []
@@ -475,6 +485,9 @@ def postprocess(pac, m):
                 return [1.0 - q, q]
             if p == 4:
                 return [exp(v) for v in m]
+            if p == 6:
+                d = pac.postprocess_params[0]
+                return [-math.pow(2.0, -(m[0] / d if d != 0 else 1.0))]
             if p == 2:
                 w = m[0]
                 for k in range(1, K):

@@ -91,8 +91,8 @@ def train_xgboost(work, rng):
 def train_sklearn(work, rng):
     import joblib
     from sklearn.ensemble import (ExtraTreesRegressor, GradientBoostingClassifier,
-                                  GradientBoostingRegressor, RandomForestClassifier,
-                                  RandomForestRegressor)
+                                  GradientBoostingRegressor, IsolationForest,
+                                  RandomForestClassifier, RandomForestRegressor)
     n, d = 300, 4
     X = rng.normal(size=(n, d)) * np.array([1, 100, 1e-4, 1])
     y_bin = (X[:, 0] + X[:, 1] / 100 > 0).astype(int)
@@ -108,6 +108,8 @@ def train_sklearn(work, rng):
         ("sk-gb-multi", GradientBoostingClassifier(n_estimators=4, max_depth=2, random_state=0),
          y_multi),
         ("sk-gb-reg", GradientBoostingRegressor(n_estimators=6, max_depth=3, random_state=0), y_reg),
+        ("sk-iforest", IsolationForest(n_estimators=5, max_features=0.75, contamination=0.1,
+                                       random_state=0), None),  # postprocess 6 and section 8
     ]
     out = []
     for name, est, y in specs:
@@ -483,6 +485,18 @@ def edits(pac):
                  lambda p, b=base: (p.hset("I", b, 77), p.hset("I", b + 4, 1))),
                 ("source info record size 2", lambda p, b=base: p.hset("I", b + 24, 2)),
             ]
+        if stype == 8:  # the postprocess parameters (isolation score)
+            def param(p, i, v):
+                struct.pack_into("<d", p.data, p.record_offset(8, i), v)
+            out += [
+                ("isolation score with 1 parameter", lambda p, b=base: p.hset("Q", b + 16, 1)),
+                ("parameters for identity", lambda p: p.hset("B", 33, 0)),
+                ("isolation score, float32 accumulation", lambda p: p.hset("B", 36, 0)),
+                ("isolation denominator -1", lambda p: param(p, 0, -1.0)),
+                ("isolation offset NaN", lambda p: param(p, 1, math.nan)),
+                ("isolation denominator 0 (allowed)", lambda p: param(p, 0, 0.0)),
+                ("parameter section not required", lambda p, b=base: p.hset("I", b + 4, 0)),
+            ]
         if stype == 5:
             out.append(("leaf ids too short", lambda p, b=base: p.hset("Q", b + 16, 1)))
     return out
@@ -568,8 +582,8 @@ def main():
         models = (train_xgboost(work, rng) + train_sklearn(work, rng) + lightgbm_fixtures() +
                   synthetic_models(work, rng) + categorical_models(work, rng))
         # Crafted from these: leaf width 1 with groups, leaf width 3 with
-        # records and classes, float64 wide nodes.
-        hostile_models = {"xgb-softprob", "sk-rf-multi", "lgbm-multiclass"}
+        # records and classes, float64 wide nodes, an isolation score (section 8).
+        hostile_models = {"xgb-softprob", "sk-rf-multi", "lgbm-multiclass", "sk-iforest"}
         # 256-byte blocks: the header flows over two blocks. Format version 2
         # (files for readers before version 3): version 1 at 4 KiB, 2 below.
         variants = [("64k", ["--block-size", "64KiB"]),
@@ -618,7 +632,7 @@ def main():
             ("float32 accumulation", any(s[2] == 0 for s in seen)),
             ("float64 accumulation", any(s[2] == 1 for s in seen)),
             ("mean aggregation", any(s[4] == 1 for s in seen)),
-        ] + [(f"postprocess {p}", any(s[3] == p for s in seen)) for p in range(6)] + [
+        ] + [(f"postprocess {p}", any(s[3] == p for s in seen)) for p in range(7)] + [
             (f"format version {v}", any(s[5] == v for s in seen)) for v in (1, 2, 3)] + [
             (f"categorical splits in {'wide' if w else 'compact'} nodes over float{64 if p else 32} "
              "input", (w, p) in seen_categorical) for w in (0, 1) for p in (0, 1)
