@@ -123,7 +123,10 @@ def train_sklearn(work, rng):
 def lightgbm_fixtures():
     out = []
     for f in sorted(os.listdir(LIGHTGBM)):
-        if f.endswith(".txt") and f != "categorical.txt":  # categorical splits: unsupported
+        # Categorical splits (node flag 0x80, sections 6 and 7) are not in
+        # FORMAT.md yet, so the independent reader cannot read them;
+        # tests/lightgbm_categorical_test.cc checks those files packed.
+        if f.endswith(".txt") and not f.startswith("categorical"):
             out.append(("lgbm-" + f[:-4], os.path.join(LIGHTGBM, f)))
     return out
 
