@@ -132,11 +132,11 @@ class PacFile:
             if stype in seen_types:
                 raise PacError(f"{path}: section type {stype} twice")
             seen_types.add(stype)
-            if stype not in (1, 2, 3, 4, 5, 6, 7):
+            if stype not in (1, 2, 3, 4, 5):
                 if flags & 1:
                     raise PacError(f"{path}: required section type {stype} unknown")
                 continue
-            if rsize != {1: 16, 2: 8, 3: 16, 4: 1, 5: 8, 6: 4, 7: 16}[stype]:
+            if rsize != {1: 16, 2: 8, 3: 16, 4: 1, 5: 8}[stype]:
                 raise PacError(f"{path}: section {stype} record size {rsize}")
             self.sections[stype] = (offset, count, rsize)
             if count > 0:
@@ -145,7 +145,7 @@ class PacFile:
                 if self.record_offset(stype, count - 1) + rsize > len(d):
                     raise PacError(f"{path}: section {stype} past the end")
             end = self.record_offset(stype, count - 1) + rsize if count else offset
-            if stype in (1, 2, 4, 6, 7) and end > nfb * bs:
+            if stype in (1, 2, 4) and end > nfb * bs:
                 raise PacError(f"{path}: section {stype} outside the metadata blocks")
             if stype == 3 and (offset != nfb * bs or count != U):
                 raise PacError(f"{path}: the nodes section is not the node region")
@@ -156,8 +156,6 @@ class PacFile:
                 raise PacError(f"{path}: section {required} missing")
         if self.sections[1][1] != self.num_trees or self.sections[2][1] != K:
             raise PacError(f"{path}: tree table or base score count")
-        if (6 in self.sections) != (7 in self.sections):
-            raise PacError(f"{path}: category words without categorical splits or the reverse")
         self.verified = set()
         # §5 Blocks: the metadata blocks when the file is opened.
         for b in range(nfb):
@@ -183,21 +181,6 @@ class PacFile:
                            for k in range(K)]
         if any(math.isnan(b) for b in self.base_score):
             raise PacError(f"{path}: base score is NaN")
-        # Rule 28 (categorical splits): (left_first, left_words, right_first,
-        # right_words, rule) per record, and the words.
-        self.words, self.splits = [], []
-        if 6 in self.sections:
-            n_words, n_splits = self.sections[6][1], self.sections[7][1]
-            if n_words > 1 << 32 or n_splits > 1 << 32:
-                raise PacError(f"{path}: too many category words or categorical splits")
-            self.words = [struct.unpack_from("<I", d, self.record_offset(6, i))[0]
-                          for i in range(n_words)]
-            for i in range(n_splits):
-                lf, rf, lw, rw, rule = struct.unpack_from("<IIHHB", d, self.record_offset(7, i))
-                if rule > 2 or lf + lw > n_words or rf + rw > n_words:
-                    raise PacError(f"{path}: categorical split {i} outside the words or rule "
-                                   f"{rule}")
-                self.splits.append((lf, lw, rf, rw, rule))
 
     def check_node_ref(self, ref):
         """Rule 21."""
@@ -280,31 +263,15 @@ class PacFile:
         return (offset // bs + 1 + (i - c0) // per) * bs + ((i - c0) % per) * rsize
 
     def node(self, ref):
-        """(threshold, feature, flags, left, right) of the node at unit `ref`;
-        for a categorical node (flag bit 7) the threshold is its split index."""
+        """(threshold, feature, flags, left, right) of the node at unit `ref`."""
         size = 16 if self.node_format == 0 else 32
         self.check_node_ref(ref)
         raw = self.read(ref * UNIT, size)
         if self.node_format == 0:
             t, ff, left, right = struct.unpack("<fIII", raw)
-            flags = ff >> 24
-            if flags & 0x80:
-                return struct.unpack_from("<I", raw)[0], ff & 0xFFFFFF, flags, left, right
-            return F32(t), ff & 0xFFFFFF, flags, left, right
+            return F32(t), ff & 0xFFFFFF, ff >> 24, left, right
         t, feature, flags, left, right = struct.unpack("<dIB3xQQ", raw)
-        if flags & 0x80:
-            t = struct.unpack_from("<Q", raw)[0]
         return t, feature, flags, left, right
-
-    def in_set(self, first, n, c):
-        """§3: category c is in the set of n words from word `first`."""
-        return c // 32 < n and (self.words[first + c // 32] >> (c % 32)) & 1 == 1
-
-    def category_lists(self, s):
-        """The categories of split s's left and right sets (for test rows)."""
-        lf, lw, rf, rw, _ = self.splits[s]
-        return ([c for c in range(32 * lw) if self.in_set(lf, lw, c)],
-                [c for c in range(32 * rw) if self.in_set(rf, rw, c)])
 
     def leaf_ids(self, ref):
         """§3 Leaf ids: the two child ids of the internal node at unit `ref`."""
@@ -343,36 +310,6 @@ def goes_left(pac, x, t, flags):
     return bool(x <= t)
 
 
-def category(x, rule):
-    """§3 Categorical splits: the category of x (not NaN) under `rule`, or None."""
-    x = float(x)
-    if math.isinf(x):
-        return None
-    t = math.trunc(x)
-    if rule == 0:
-        ok = 0 <= x < 2 ** 24
-    elif rule == 1:
-        ok = 0 <= t < 2 ** 31
-    else:
-        ok = 0 <= x < 2 ** 31
-    return t if ok else None
-
-
-def categorical_goes_left(pac, x, s, flags):
-    """Routing step 2 at a categorical node."""
-    if math.isnan(float(x)):
-        return bool(flags & 1)
-    lf, lw, rf, rw, rule = pac.splits[s]
-    c = category(x, rule)
-    if c is not None:
-        if pac.in_set(lf, lw, c):
-            return True
-        if pac.in_set(rf, rw, c):
-            return False
-    o = (flags >> 1) & 3
-    return o == 1 or (o == 2 and bool(flags & 1))
-
-
 def walk(pac, tree, xs):
     """Routes one rounded row through one tree: (leaf kind, leaf ref, leaf id)."""
     ref, _, kind = tree
@@ -385,12 +322,7 @@ def walk(pac, tree, xs):
         t, f, flags, left, right = pac.node(ref)
         if f >= pac.num_features:
             raise PacError(f"{pac.path}: feature {f} out of range")
-        if flags & 0x80:
-            if t >= len(pac.splits):
-                raise PacError(f"{pac.path}: categorical split {t} out of range")
-            go_left = categorical_goes_left(pac, xs[f], t, flags)
-        else:
-            go_left = goes_left(pac, xs[f], t, flags)
+        go_left = goes_left(pac, xs[f], t, flags)
         lk, rk = (flags >> 3) & 3, (flags >> 5) & 3
         next_ref, next_kind = (left, lk) if go_left else (right, rk)
         if next_kind != 0 and 5 in pac.sections:
