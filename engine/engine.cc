@@ -87,10 +87,11 @@ Status FaultStatus(const PacFile& file, const WalkFault& fault) {
                                 "has a node reference outside the node region or across a block "
                                 "trailer, or a cycle");
     case WalkFault::kBadFeature:
-      return Status::Corruption(tree + "splits on a feature the model does not have (it has " +
-                                std::to_string(file.header().num_features) +
-                                "), or names a categorical split the file does not have (it has " +
-                                std::to_string(file.categorical_splits().size()) + ")");
+      return Status::Corruption(
+          tree + "splits on a feature the model does not have (it has " +
+          std::to_string(file.header().num_features) +
+          "), or has a categorical node naming a split the file does not have (it has " +
+          std::to_string(file.categorical_splits().size()) + ") or a reserved outside direction");
     case WalkFault::kBadLeaf:
       return Status::Corruption(tree +
                                 "has a leaf outside the node region or a class out of range");

@@ -285,8 +285,8 @@ StatusOr<PacHeader> PacHeader::DecodeFrom(const char* src, size_t avail, const s
     const std::string sec =
         "section " + std::to_string(i) + " (type " + std::to_string(s.type) + ")";
     if (!types.insert(s.type).second) return bad(sec + ": a second section of its type");
-    const bool known = s.type >= static_cast<uint32_t>(SectionType::kTreeTable) &&
-                       s.type <= kLastSectionType;
+    const bool known =
+        s.type >= static_cast<uint32_t>(SectionType::kTreeTable) && s.type <= kLastSectionType;
     if (!known) {
       if (s.flags & kSectionRequired)
         return Status::NotSupported(what + ": needs section type " + std::to_string(s.type) +
@@ -295,8 +295,8 @@ StatusOr<PacHeader> PacHeader::DecodeFrom(const char* src, size_t avail, const s
       h.sections.push_back(s);  // skipped: nothing about it is checked
       continue;
     }
-    static constexpr uint32_t kRecordSize[] = {0, sizeof(TreeRecord), 8, kUnit, 1, 8, 4,
-                                               sizeof(CategoricalSplitRecord)};
+    static constexpr uint32_t kRecordSize[] = {
+        0, sizeof(TreeRecord), 8, kUnit, 1, 8, 4, sizeof(CategoricalSplitRecord)};
     if (s.record_size != kRecordSize[s.type])
       return bad(sec + " has record size " + std::to_string(s.record_size) + ", not " +
                  std::to_string(kRecordSize[s.type]));

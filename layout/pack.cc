@@ -214,6 +214,18 @@ StatusOr<Plan> MakePlan(const Forest& f, const PackOptions& o) {
     return Status::InvalidArgument(
         "rows to choose the bins with have " + std::to_string(o.score_rows->num_cols) +
         " columns; the forest has " + std::to_string(f.num_features) + " features");
+  if (!f.categorical_splits.empty()) {
+    if (o.format_version == 2)
+      return Status::InvalidArgument(
+          "categorical splits need format version 3 (leave out "
+          "--format-version, or give 3)");
+    for (const CategoricalSplit& c : f.categorical_splits)
+      if (c.left_words > kMaxCategorySetWords || c.right_words > kMaxCategorySetWords)
+        return Status::InvalidArgument(
+            "a categorical split has a category above " +
+            std::to_string(kMaxCategorySetWords * 32 - 1) +
+            ", the largest a .pac file holds; recode the categories as 0, 1, 2, ...");
+  }
   Plan plan;
   const uint32_t bs = o.block_size;
   const uint64_t block_units = bs / kUnit;
@@ -279,8 +291,7 @@ StatusOr<Plan> MakePlan(const Forest& f, const PackOptions& o) {
     if (!plan.bins.candidates.empty())
       info["bin_choice"] = BinChoiceJson(o, f.cardinality_source, plan.bins);
     plan.info_json = info.dump();
-    const size_t num_sections =
-        4 + (o.leaf_ids ? 1 : 0) + (f.categorical_splits.empty() ? 0 : 2);
+    const size_t num_sections = 4 + (o.leaf_ids ? 1 : 0) + (f.categorical_splits.empty() ? 0 : 2);
     const uint64_t meta_end = PlaceMetadata(h, num_sections, plan.info_json.size(), f);
     h.node_first_block = (meta_end + bs - 1) / bs;
     h.node_block_count = std::max<uint64_t>(placement.node_blocks, 1);
@@ -390,9 +401,9 @@ void Encode(const Forest& f, Plan& plan, char* base, bool progress) {
       uint8_t lk, rk;
       const uint64_t lref = ref_of(l, &lk), rref = ref_of(r, &rk);
       const bool categorical = f.flags[g] & kCategorical;
-      const uint8_t flags = static_cast<uint8_t>(
-          (f.flags[g] & kRoutingFlagMask) | (lk << kLeftKindShift) | (rk << kRightKindShift) |
-          (categorical ? kNodeFlagCategorical : 0));
+      const uint8_t flags =
+          static_cast<uint8_t>((f.flags[g] & kRoutingFlagMask) | (lk << kLeftKindShift) |
+                               (rk << kRightKindShift) | (categorical ? kNodeFlagCategorical : 0));
       // A categorical node's threshold field holds its split's index.
       const uint64_t split = categorical ? static_cast<uint64_t>(f.threshold[g]) : 0;
       if (plan.format == NodeFormat::kCompact16) {

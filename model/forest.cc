@@ -211,7 +211,7 @@ Status Forest::Validate() const {
 namespace {
 
 constexpr uint32_t kForestFileMagic = 0x50414346;  // "FCAP"
-constexpr uint32_t kForestFileVersion = 2;  // 2: categorical splits
+constexpr uint32_t kForestFileVersion = 2;         // 2: categorical splits
 constexpr uint32_t kForestFileOldestVersion = 1;
 
 template <class Archive>

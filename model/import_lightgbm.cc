@@ -373,7 +373,8 @@ Status LightgbmTextReader::ReadHeader(Forest& f) {
     if (v != "v2" && v != "v3" && v != "v4")
       return Unsupported(
           it->second.line, "version",
-          "model format " + QuoteExcerpt(v) + " is not supported (v2, v3 and v4 are)");
+          "model format " + QuoteExcerpt(v) +
+              " is not supported (v2, v3 and v4 are: save it with LightGBM 2.x to 4.x)");
     f.source.library_version = std::string(v);
   }
   PACSET_ASSIGN_OR_RETURN(const Field* num_class, Require(header_, "num_class", end, "header"));
@@ -503,7 +504,9 @@ Status LightgbmTextReader::ReadObjective(const Field* objective, Forest& f) {
     if (has_sqrt)
       return Unsupported(
           objective->line, "objective",
-          "'" + name + " sqrt' (reg_sqrt=true) squares the raw score; not supported");
+          "'" + name +
+              " sqrt' (reg_sqrt=true) squares the raw score, which pacset does not do; "
+              "retrain with reg_sqrt=false");
     return single_output(name);
   }
   for (const char* n : kIdentity)
@@ -542,12 +545,14 @@ Status LightgbmTextReader::ReadObjective(const Field* objective, Forest& f) {
   }
   if (name == "cross_entropy_lambda")
     return Unsupported(objective->line, "objective",
-                       "cross_entropy_lambda (log1p(exp(score)) link) is not supported");
+                       "cross_entropy_lambda (log1p(exp(score)) link) is not supported; retrain "
+                       "with objective=cross_entropy, which is");
   return Unsupported(objective->line, "objective",
                      "LightGBM objective " + QuoteExcerpt(name) +
                          " is not supported (supported: regression, regression_l1, huber, fair, "
                          "quantile, mape, poisson, gamma, tweedie, binary, cross_entropy, "
-                         "multiclass, multiclassova, lambdarank, rank_xendcg, custom)");
+                         "multiclass, multiclassova, lambdarank, rank_xendcg, custom; a model "
+                         "whose objective line says 'custom' is read as raw scores)");
 }
 
 // LightGBM reads tree i at the byte offset sum(tree_sizes[0..i)) from the
@@ -675,7 +680,8 @@ Status LightgbmTextReader::ReadTree(size_t t, const TreeBlock& block, Forest& f,
                             Integer(*lin, where("is_linear"), INT32_MIN, INT32_MAX));
     if (linear != 0)
       return Unsupported(lin->line, where("is_linear"),
-                         "linear trees (linear_tree=true) are not supported");
+                         "linear trees (linear_tree=true) are not supported; retrain with "
+                         "linear_tree=false");
   }
   PACSET_ASSIGN_OR_RETURN(const Field* lv_f, Require(fs, "leaf_value", block.line, tree));
   PACSET_ASSIGN_OR_RETURN(const auto leaf_value, Doubles(*lv_f, where("leaf_value"), n));

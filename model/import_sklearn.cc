@@ -131,7 +131,8 @@ StatusOr<GradientBoostingLoss> LookupLoss(const std::string& loss, bool classifi
                         (classifier ? "classifier (supported: log_loss, deviance, "
                                       "exponential for two classes)"
                                     : "regressor (supported: squared_error, "
-                                      "absolute_error, huber, quantile)"),
+                                      "absolute_error, huber, quantile)") +
+                        "; retrain with one of those",
                     StatusCode::kNotSupported);
 }
 

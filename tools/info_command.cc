@@ -114,6 +114,10 @@ Status InfoForPac(const std::string& path, bool json) {
   std::printf("nodes:         %llu internal, %llu leaf records (other leaves inlined)\n",
               static_cast<unsigned long long>(h.num_nodes),
               static_cast<unsigned long long>(h.num_leaf_records));
+  if (!file->categorical_splits().empty())
+    std::printf("categorical:   %zu splits, their category sets %s (read at open)\n",
+                file->categorical_splits().size(),
+                FormatByteSize(file->category_words().size() * 4).c_str());
   std::printf("node format:   %s (%u bytes per node)\n",
               NodeFormatName(static_cast<NodeFormat>(h.node_format)), h.node_format == 0 ? 16 : 32);
   std::printf("layout:        %s", LayoutKindName(static_cast<LayoutKind>(h.layout)));
@@ -180,6 +184,9 @@ Status RunInfo(const InfoOptions& opts) {
   std::printf("outputs:      %u (leaf width %u)\n", f.num_outputs, f.leaf_width);
   std::printf("trees:        %zu\n", f.num_trees());
   std::printf("nodes:        %zu (%zu leaves, max depth %zu)\n", f.num_nodes(), leaves, max_depth);
+  if (!f.categorical_splits.empty())
+    std::printf("categorical:  %zu splits (%zu category words)\n", f.categorical_splits.size(),
+                f.category_words.size());
   std::printf("aggregation:  %s\n", AggregationName(f.aggregation));
   std::printf("postprocess:  %s\n", PostprocessName(f.postprocess));
   std::printf("precision:    input %s, accumulate %s\n",

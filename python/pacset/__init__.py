@@ -69,21 +69,51 @@ def _is_pandas_frame(x):
     return type(x).__module__.startswith("pandas.") and hasattr(x, "dtypes") and hasattr(x, "to_numpy")
 
 
+def _frame_rows(X):
+    """A pandas DataFrame as a 2-D numpy array. Numeric and bool columns are
+    read as numbers (missing values, pd.NA included, as NaN); `category`
+    columns as their category codes, as XGBoost reads them
+    (enable_categorical=True), with a missing value as NaN. The codes follow
+    the column's own categories: a frame must list them as the training
+    frame did (pd.Categorical(values, categories=the training categories)).
+    float32 when every column is float32 or categorical, else float64."""
+    import pandas as pd
+
+    if X.ndim != 2:
+        raise ValueError("expected a DataFrame of rows")
+    categorical = []
+    all_f32 = True
+    for name, dtype in X.dtypes.items():
+        if isinstance(dtype, pd.CategoricalDtype):
+            categorical.append(True)
+            if len(dtype.categories) > 1 << 24:
+                raise ValueError(f"column {name!r} has {len(dtype.categories)} categories; "
+                                 "pacset reads at most 2^24")
+            continue
+        if not (pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_bool_dtype(dtype)):
+            raise ValueError(f"column {name!r} has dtype {dtype}; pacset needs numeric or "
+                             "category columns (encode strings as a pandas category)")
+        categorical.append(False)
+        all_f32 = all_f32 and dtype == np.float32
+    dtype = np.float32 if all_f32 else np.float64
+    if not any(categorical):
+        return X.to_numpy(dtype=dtype, na_value=np.nan)
+    out = np.empty(X.shape, dtype=dtype)
+    for j, is_cat in enumerate(categorical):
+        column = X.iloc[:, j]
+        if is_cat:
+            codes = column.cat.codes.to_numpy()
+            out[:, j] = codes
+            out[codes < 0, j] = np.nan
+        else:
+            out[:, j] = column.to_numpy(dtype=dtype, na_value=np.nan)
+    return out
+
+
 def _rows(X):
     """X as a 2-D float32/float64 numpy array, read in place when it is one."""
     if _is_pandas_frame(X):
-        import pandas as pd
-
-        if X.ndim != 2:
-            raise ValueError("expected a DataFrame of rows")
-        all_f32 = True
-        for name, dtype in X.dtypes.items():
-            if isinstance(dtype, pd.CategoricalDtype) or not (
-                pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_bool_dtype(dtype)
-            ):
-                raise ValueError(f"column {name!r} has dtype {dtype}; pacset needs numeric columns")
-            all_f32 = all_f32 and dtype == np.float32
-        X = X.to_numpy(dtype=np.float32 if all_f32 else np.float64, na_value=np.nan)
+        X = _frame_rows(X)
     elif not isinstance(X, np.ndarray):
         if hasattr(X, "toarray") or hasattr(X, "tocsr"):
             raise ValueError("sparse matrices are not supported; pass a dense array")
