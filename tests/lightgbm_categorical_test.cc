@@ -406,6 +406,7 @@ TEST(LightgbmCategorical, EveryAdversarialRowRoutesAsLightgbmDoes) {
     const Forest f = ImportFixture(name);
     const LgbModel ref = ParseLgb(ReadFixture(name));
     const RowMatrix rows = AdversarialRows(f.num_features, 3);
+    ASSERT_EQ(rows.num_rows, AdversarialValues().size() * f.num_features * 3);
     ForestPredictor p(f);
     for (size_t r = 0; r < rows.num_rows; ++r) {
       const std::vector<double> row = Row(rows, r);
