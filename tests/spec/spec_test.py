@@ -125,7 +125,7 @@ def train_sklearn(work, rng):
 def lightgbm_fixtures():
     out = []
     for f in sorted(os.listdir(LIGHTGBM)):
-        if f.endswith(".txt") and f != "categorical.txt":  # categorical splits: unsupported
+        if f.endswith(".txt"):  # categorical*.txt: LightGBM's categorical splits
             out.append(("lgbm-" + f[:-4], os.path.join(LIGHTGBM, f)))
     return out
 
@@ -582,8 +582,10 @@ def main():
         models = (train_xgboost(work, rng) + train_sklearn(work, rng) + lightgbm_fixtures() +
                   synthetic_models(work, rng) + categorical_models(work, rng))
         # Crafted from these: leaf width 1 with groups, leaf width 3 with
-        # records and classes, float64 wide nodes, an isolation score (section 8).
-        hostile_models = {"xgb-softprob", "sk-rf-multi", "lgbm-multiclass", "sk-iforest"}
+        # records and classes, float64 wide nodes, an isolation score (section 8),
+        # LightGBM categorical splits.
+        hostile_models = {"xgb-softprob", "sk-rf-multi", "lgbm-multiclass", "sk-iforest",
+                          "lgbm-categorical_multiclass"}
         # 256-byte blocks: the header flows over two blocks. Format version 2
         # (files for readers before version 3): version 1 at 4 KiB, 2 below.
         variants = [("64k", ["--block-size", "64KiB"]),
