@@ -217,11 +217,15 @@ StatusOr<Plan> MakePlan(const Forest& f, const PackOptions& o) {
     return Status::InvalidArgument(
         "rows to choose the bins with have " + std::to_string(o.score_rows->num_cols) +
         " columns; the forest has " + std::to_string(f.num_features) + " features");
+  // Readers that predate version 3 know neither (FORMAT.md, Versions).
+  const char* v3_only = !f.categorical_splits.empty()                   ? "categorical splits"
+                        : f.postprocess == Postprocess::kIsolationScore ? "an isolation score"
+                                                                        : nullptr;
+  if (v3_only && o.format_version == 2)
+    return Status::InvalidArgument(std::string("a forest with ") + v3_only +
+                                   " needs format version 3 (leave out --format-version, or "
+                                   "give 3)");
   if (!f.categorical_splits.empty()) {
-    if (o.format_version == 2)
-      return Status::InvalidArgument(
-          "categorical splits need format version 3 (leave out "
-          "--format-version, or give 3)");
     for (const CategoricalSplit& c : f.categorical_splits)
       if (c.left_words > kMaxCategorySetWords || c.right_words > kMaxCategorySetWords)
         return Status::InvalidArgument(

@@ -104,8 +104,13 @@ PY
         "4KiB --format-version 2 --layout dfs"; do
       read -r bs opts <<<"$variant"
       # shellcheck disable=SC2086  # opts: several words
-      $B/tools/pacset pack "$model" -o "$M/$base-$bs${opts// /}.pac" --block-size "$bs" \
-        $opts >/dev/null
+      if ! $B/tools/pacset pack "$model" -o "$M/$base-$bs${opts// /}.pac" --block-size "$bs" \
+          $opts >/dev/null 2>"$M/pack.err"; then
+        # Categorical splits and isolation scores are version 3 only.
+        grep -q "format version 3" "$M/pack.err" && continue
+        cat "$M/pack.err" >&2
+        exit 1
+      fi
     done
   done
   cp "$M"/*.pac "$C/pac_file/"
