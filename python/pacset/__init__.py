@@ -381,6 +381,8 @@ def _sklearn_forest(est, name, pack):
         raise ValueError(str(e)) from None
     if "init_raw_prediction" in doc:
         doc["init_raw_prediction"] = [float(x) for x in doc["init_raw_prediction"]]
+    if "known_category_bitsets" in doc:
+        doc["known_category_bitsets"] = [int(w) for w in doc["known_category_bitsets"]]
     return Forest(_core.load_sklearn(doc, arrays, name, pack))
 
 
