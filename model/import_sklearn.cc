@@ -27,6 +27,11 @@
 //    that saw no missing values in training (sklearn/tree/_splitter.pyx:
 //    `missing_go_to_left = n_left > n_right`): NaN goes to the child with more
 //    training samples (n_node_samples), and to the right on a tie.
+//  - HistGradientBoosting (ensemble/_hist_gradient_boosting/): float64
+//    inputs and thresholds, NaN to missing_go_to_left, categorical splits as
+//    CategoryRule::kSklearn; raw = baseline + sum of leaf values (shrinkage
+//    already applied) in float64, iteration order; then the loss's inverse
+//    link. See ImportHistTree and docs/sklearn-export.md.
 #include <cmath>
 #include <cstring>
 #include <limits>
