@@ -40,13 +40,14 @@ done
 # the reader must handle: leaf records of width 1 and 3, inline classes,
 # every postprocess, compact and wide nodes, 256 B and 4 KiB blocks, format
 # versions 2 and 3.
-if [ ! -f $B/seeds-2.done ]; then
+if [ ! -f $B/seeds-3.done ]; then
   M=$B/seed-models
   mkdir -p "$M" "$C"/{xgboost_json,xgboost_ubjson,sklearn_json,sklearn_stream,csv,pac_file,pac_structure}
   /usr/bin/python3 - "$C" "$M" tools/pacset-sklearn-export <<'PY'
 import importlib.machinery, importlib.util, io, os, sys
 import numpy as np, xgboost as xgb
 from sklearn.ensemble import (GradientBoostingClassifier, GradientBoostingRegressor,
+                              HistGradientBoostingClassifier, HistGradientBoostingRegressor,
                               RandomForestClassifier, RandomForestRegressor)
 c, m, exporter = sys.argv[1:4]
 # The exporter in this process: no interpreter and scikit-learn import per model.
@@ -67,15 +68,21 @@ for name, params, label in [("binary", {"objective": "binary:logistic"}, y),
     open(os.path.join(c, "xgboost_json", name + ".json"), "wb").write(bytes(b.save_raw("json")))
     open(os.path.join(c, "xgboost_ubjson", name + ".ubj"), "wb").write(bytes(b.save_raw("ubj")))
 # scikit-learn: 3 classes (leaf records of width 3, inline classes; boosting
-# of width 1), 2 classes (sigmoid pair), regressors (identity, mean and sum).
+# of width 1), 2 classes (sigmoid pair), regressors (identity, mean and sum);
+# HistGradientBoosting with a categorical column and NaN (categorical splits).
+Xh = X.copy(); Xh[:, 3] = rng.integers(0, 12, 300); Xh[rng.random(Xh.shape) < 0.1] = np.nan
+hist = dict(max_iter=3, max_leaf_nodes=5, categorical_features=[3], random_state=0)
 for name, est, label in [
+        ("hgb", HistGradientBoostingClassifier(**hist).fit(Xh, y3), None),
+        ("hgbp", HistGradientBoostingRegressor(loss="poisson", **hist).fit(Xh, counts), None),
         ("rf", RandomForestClassifier(n_estimators=3, max_depth=3, random_state=0), y3),
         ("gb", GradientBoostingClassifier(n_estimators=3, max_depth=2, random_state=0), y3),
         ("rf2", RandomForestClassifier(n_estimators=3, max_depth=3, random_state=0), y),
         ("gb2", GradientBoostingClassifier(n_estimators=3, max_depth=3, random_state=0), y),
         ("rfr", RandomForestRegressor(n_estimators=3, max_depth=3, random_state=0), X[:, 0]),
         ("gbr", GradientBoostingRegressor(n_estimators=3, max_depth=3, random_state=0), X[:, 0])]:
-    est.fit(X, label)
+    if label is not None:
+        est.fit(X, label)
     export.write_atomically(os.path.join(c, "sklearn_json", name + ".json"), export.export(est))
     stream = io.BytesIO()
     export.write_stream(est, stream)
@@ -99,7 +106,7 @@ PY
   done
   cp "$M"/*.pac "$C/pac_file/"
   cp "$M"/*.pac "$C/pac_structure/"
-  touch $B/seeds-2.done
+  touch $B/seeds-3.done
 fi
 export ASAN_OPTIONS=detect_leaks=0
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
