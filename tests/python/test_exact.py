@@ -217,6 +217,18 @@ def test_hist_gradient_boosting_equals_the_estimator(name, hist_models, tmp_path
             else:
                 _same(got, want, label + " predict")
             _same(forest.predict_margin(Xv), want_margin, label + " margin")
+    # No apply() in HistGradientBoosting: the leaf each tree reaches must hold
+    # the value that tree's own predictor returns.
+    known, f_idx_map = est._bin_mapper.make_known_categories_bitsets()
+    predictors = [p for stage in est._predictors for p in stage]
+    for fname, forest in forests.items():
+        leaves = forest.apply(rows)
+        assert leaves.shape == (len(rows), len(predictors)), fname
+        for t, p in enumerate(predictors):
+            reached = p.nodes[leaves[:, t]]
+            assert reached["is_leaf"].all(), f"{fname} tree {t}"
+            assert np.array_equal(reached["value"], p.predict(rows, known, f_idx_map, 1)), \
+                f"{fname} tree {t}: a row reaches a leaf other than scikit-learn's"
 
 
 def test_thread_counts_give_identical_results(xgb_models, data):
