@@ -83,6 +83,22 @@ def test_unsupported_estimators_are_refused(data):
         pacset.load(object())
 
 
+def test_hist_gradient_boosting_pacset_cannot_reproduce_is_refused_saying_what_to_do(data):
+    from sklearn._loss.loss import HalfGammaLoss
+    from sklearn.ensemble import HistGradientBoostingRegressor
+
+    X, y = data
+    with pytest.raises(ValueError, match="HalfGammaLoss.*not supported.*poisson.*fit with"):
+        pacset.load(HistGradientBoostingRegressor(loss=HalfGammaLoss(), max_iter=2)
+                    .fit(X, y + 1.0))
+    # scikit-learn >= 1.4 re-encodes categorical DataFrame columns first
+    # (_preprocessor): pacset would predict from the wrong codes.
+    est = HistGradientBoostingRegressor(max_iter=2).fit(X, y)
+    est._preprocessor = object()
+    with pytest.raises(ValueError, match="re-encodes.*OrdinalEncoder"):
+        pacset.load(est)
+
+
 def test_bad_pack_options_are_value_errors(data):
     X, y = data
     est = RandomForestRegressor(n_estimators=2, random_state=0).fit(X, y)
