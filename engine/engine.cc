@@ -87,10 +87,11 @@ Status FaultStatus(const PacFile& file, const WalkFault& fault) {
                                 "has a node reference outside the node region or across a block "
                                 "trailer, or a cycle");
     case WalkFault::kBadFeature:
-      return Status::Corruption(tree + "splits on a feature the model does not have (it has " +
-                                std::to_string(file.header().num_features) +
-                                "), or names a categorical split the file does not have (it has " +
-                                std::to_string(file.categorical_splits().size()) + ")");
+      return Status::Corruption(
+          tree + "splits on a feature the model does not have (it has " +
+          std::to_string(file.header().num_features) +
+          "), or has a categorical node naming a split the file does not have (it has " +
+          std::to_string(file.categorical_splits().size()) + ") or a reserved outside direction");
     case WalkFault::kBadLeaf:
       return Status::Corruption(tree +
                                 "has a leaf outside the node region or a class out of range");
@@ -118,6 +119,10 @@ StatusOr<std::unique_ptr<PacEngine>> PacEngine::FromFile(std::unique_ptr<PacFile
   e->rule_.num_outputs = h.num_outputs;
   e->rule_.postprocess = static_cast<Postprocess>(h.postprocess);
   e->rule_.sigmoid_alpha = h.sigmoid_alpha;
+  if (file->postprocess_params().size() == 2) {  // isolation score
+    e->rule_.isolation_denominator = file->postprocess_params()[0];
+    e->rule_.isolation_offset = file->postprocess_params()[1];
+  }
   e->rule_.aggregation = static_cast<Aggregation>(h.aggregation);
   e->rule_.accumulate_precision = static_cast<Precision>(h.accumulate_precision);
   e->rule_.base_score = file->base_score();

@@ -153,8 +153,8 @@ WalkFault Scheduler<NodeT, kF32Input, Acc, kLeaves>::Advance(const RowMatrix& ro
         if (!reach(at * kUnit)) break;
         if (__builtin_expect(++wk.steps > max_steps, 0)) return {WalkFault::kBadReference, t};
         bool left = false;
-        if (__builtin_expect(!Step<NodeT, kF32Input>(blk + ((at * kUnit) & in_block), nf, cats_, xf, xd,
-                                                     wk.ref, wk.kind, &left),
+        if (__builtin_expect(!Step<NodeT, kF32Input>(blk + ((at * kUnit) & in_block), nf, cats_, xf,
+                                                     xd, wk.ref, wk.kind, &left),
                              0))
           return {WalkFault::kBadFeature, t};
         if constexpr (kLeaves) {

@@ -53,8 +53,8 @@ Status FaultToStatus(const PacFile& file, const Fault& f) {
       "has a path longer than the header's max depth",
       "reaches a node twice (shared, or a cycle)",
       "has more internal nodes than the header says",
-      "splits on a feature the model does not have, or names a categorical split the file does "
-      "not have",
+      "splits on a feature the model does not have, or has a categorical node naming a split the "
+      "file does not have or a reserved outside direction",
       "has a leaf outside the node region or a class out of range"};
   return Status::Corruption(file.name() + ": tree " + std::to_string(f.tree) + " " + kWhat[f.code] +
                             " (unit " + std::to_string(f.ref) + ")");
@@ -120,7 +120,7 @@ struct Builder {
         const NodeT& n = s.copies[visit];
         if (V::Feature(n) >= h.num_features) return {Fault::kFeature, ti, ref};
         if ((V::Flags(n) & kNodeFlagCategorical) &&
-            SplitIndex(n) >= file.categorical_splits().size())
+            !CategoricalNodeOk(V::Flags(n), SplitIndex(n), file.categorical_splits().size()))
           return {Fault::kFeature, ti, ref};
         const uint32_t flags = V::Flags(n);
         const uint64_t child[2] = {n.left, n.right};
@@ -178,7 +178,8 @@ struct Builder {
       out[i].child[0] = child_of(n.left, (flags >> kLeftKindShift) & 3u);
       out[i].child[1] = child_of(n.right, (flags >> kRightKindShift) & 3u);
       const bool categorical = flags & kNodeFlagCategorical;
-      w->flags[i] = static_cast<uint8_t>((flags & kRoutingFlagMask) | (categorical ? kCategorical : 0));
+      w->flags[i] =
+          static_cast<uint8_t>((flags & kRoutingFlagMask) | (categorical ? kCategorical : 0));
       if ((flags & kZeroIsMissing) || categorical) w->plain_routing = false;
     }
     const std::vector<TreeRecord>& trees = file.trees();

@@ -41,11 +41,14 @@ inline bool WalkWarmBlock(const WarmForest& warm, const WarmNode<Thr>* nodes, co
   size_t row[kLanes];
   const In* xr[kLanes];
   uint32_t live = 0;
+  // A lane without rows, or done with every tree, parks on a leaf (-1) with
+  // tree T: it neither walks nor adds. (Parking on node 0 read past the
+  // nodes of a forest whose trees are all single leaves.)
   for (uint32_t j = 0; j < kLanes; ++j) {
     const bool used = j < nrows && T > 0;
     row[j] = j;
     xr[j] = used ? x + j * nf : x;
-    at[j] = used ? roots[0] : 0;
+    at[j] = used ? roots[0] : -1;
     tree[j] = used ? 0 : T;
     live += used;
   }
@@ -82,7 +85,7 @@ inline bool WalkWarmBlock(const WarmForest& warm, const WarmNode<Thr>* nodes, co
           xr[j] = x + j * nf;
           if (++tree[j] == T) {
             --live;
-            at[j] = 0;
+            at[j] = -1;
             continue;
           }
         }

@@ -165,6 +165,18 @@ Status PacFile::Init(const char* meta, uint64_t meta_size) {
     std::memcpy(&base_score_[k], meta + SectionRecordOffset(bs, h.block_size, k), 8);
   for (double b : base_score_)
     if (std::isnan(b)) return Status::Corruption(name_ + ": base score is NaN");
+  if (const SectionEntry* params = h.FindSection(SectionType::kPostprocessParams)) {
+    // Its count is the postprocess's (DecodeFrom checked): 2 for isolation score.
+    postprocess_params_.resize(params->count);
+    for (uint64_t i = 0; i < params->count; ++i)
+      std::memcpy(&postprocess_params_[i], meta + SectionRecordOffset(*params, h.block_size, i), 8);
+    for (double p : postprocess_params_)
+      if (!std::isfinite(p))
+        return Status::Corruption(name_ + ": a postprocess parameter is not finite");
+    if (h.postprocess == static_cast<uint8_t>(Postprocess::kIsolationScore) &&
+        postprocess_params_[0] < 0)
+      return Status::Corruption(name_ + ": the isolation score's denominator is negative");
+  }
   leaf_ids_ = h.FindSection(SectionType::kLeafIds);
   // Categorical splits: the sections lie in the metadata blocks (checked by
   // DecodeFrom), read here once into private copies.

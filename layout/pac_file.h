@@ -58,6 +58,9 @@ class PacFile {
   bool mapped() const { return map_ != nullptr; }
   const std::vector<TreeRecord>& trees() const { return trees_; }
   const std::vector<double>& base_score() const { return base_score_; }
+  // The postprocess's parameters (section 8; empty when it takes none):
+  // isolation score {denominator, offset}, checked finite, denominator >= 0.
+  const std::vector<double>& postprocess_params() const { return postprocess_params_; }
   std::string SourceInfoJson() const;
 
   // Blocks whose trailer does not verify or that cannot be read (reads the
@@ -108,6 +111,7 @@ class PacFile {
   PacHeader header_;
   std::vector<TreeRecord> trees_;
   std::vector<double> base_score_;
+  std::vector<double> postprocess_params_;
   uint64_t node_begin_unit_ = 0, node_end_unit_ = 0;
   const SectionEntry* leaf_ids_ = nullptr;
   std::vector<CategoricalSplit> cat_splits_;

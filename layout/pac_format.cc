@@ -228,7 +228,7 @@ StatusOr<PacHeader> PacHeader::DecodeFrom(const char* src, size_t avail, const s
   const struct {
     const char* name;
     uint8_t value, max;
-  } enums[] = {{"postprocess", h.postprocess, 5},
+  } enums[] = {{"postprocess", h.postprocess, kMaxPostprocess},
                {"aggregation", h.aggregation, 1},
                {"input_precision", h.input_precision, 1},
                {"accumulate_precision", h.accumulate_precision, 1},
@@ -246,6 +246,8 @@ StatusOr<PacHeader> PacHeader::DecodeFrom(const char* src, size_t avail, const s
   if (h.postprocess == 2 && h.num_outputs < 2) return bad("softmax with a single output");
   if (h.postprocess == 5 && h.num_outputs != 1)
     return bad("sigmoid pair with " + std::to_string(h.num_outputs) + " outputs (it needs 1)");
+  if (h.postprocess == 6 && (h.num_outputs != 1 || h.accumulate_precision != 1))
+    return bad("isolation score needs 1 output and float64 accumulation");
   if (!std::isfinite(h.sigmoid_alpha)) return bad("sigmoid alpha is not finite");
   if (h.num_features == 0) return bad("no features");
   if (h.num_trees == 0) return bad("no trees");
@@ -285,8 +287,8 @@ StatusOr<PacHeader> PacHeader::DecodeFrom(const char* src, size_t avail, const s
     const std::string sec =
         "section " + std::to_string(i) + " (type " + std::to_string(s.type) + ")";
     if (!types.insert(s.type).second) return bad(sec + ": a second section of its type");
-    const bool known = s.type >= static_cast<uint32_t>(SectionType::kTreeTable) &&
-                       s.type <= kLastSectionType;
+    const bool known =
+        s.type >= static_cast<uint32_t>(SectionType::kTreeTable) && s.type <= kLastSectionType;
     if (!known) {
       if (s.flags & kSectionRequired)
         return Status::NotSupported(what + ": needs section type " + std::to_string(s.type) +
@@ -295,8 +297,8 @@ StatusOr<PacHeader> PacHeader::DecodeFrom(const char* src, size_t avail, const s
       h.sections.push_back(s);  // skipped: nothing about it is checked
       continue;
     }
-    static constexpr uint32_t kRecordSize[] = {0, sizeof(TreeRecord), 8, kUnit, 1, 8, 4,
-                                               sizeof(CategoricalSplitRecord)};
+    static constexpr uint32_t kRecordSize[] = {
+        0, sizeof(TreeRecord), 8, kUnit, 1, 8, 4, sizeof(CategoricalSplitRecord), 8};
     if (s.record_size != kRecordSize[s.type])
       return bad(sec + " has record size " + std::to_string(s.record_size) + ", not " +
                  std::to_string(kRecordSize[s.type]));
@@ -311,6 +313,7 @@ StatusOr<PacHeader> PacHeader::DecodeFrom(const char* src, size_t avail, const s
       case SectionType::kSourceInfo:
       case SectionType::kCategoryWords:
       case SectionType::kCategoricalSplits:
+      case SectionType::kPostprocessParams:
         if (end > meta_end) return bad(sec + " extends past the metadata blocks");
         break;
       case SectionType::kNodes:
@@ -336,6 +339,13 @@ StatusOr<PacHeader> PacHeader::DecodeFrom(const char* src, size_t avail, const s
   if ((h.FindSection(SectionType::kCategoryWords) == nullptr) !=
       (h.FindSection(SectionType::kCategoricalSplits) == nullptr))
     return bad("category words without categorical splits, or splits without words");
+  const SectionEntry* params = h.FindSection(SectionType::kPostprocessParams);
+  if ((params ? params->count : 0) != PostprocessParamCount(h.postprocess) ||
+      (params != nullptr && PostprocessParamCount(h.postprocess) == 0))
+    return bad("postprocess " + std::to_string(h.postprocess) + " takes " +
+               std::to_string(PostprocessParamCount(h.postprocess)) +
+               " parameters but the parameter section holds " +
+               (params ? std::to_string(params->count) : std::string("none")));
   return h;
 }
 

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "layout/block.h"
@@ -63,6 +64,14 @@ inline constexpr int kRightKindShift = 5;
 // index of its record in the categorical-split section, and bits 1-2 are
 // its outside direction (model/forest.h OutsideDirection).
 inline constexpr uint8_t kNodeFlagCategorical = 0x80;
+inline constexpr uint8_t kNodeFlagOutsideMask = 0x06;  // bits 1-2 of a categorical node
+
+// Whether a categorical node (flag byte `flags`, split index `index`) is
+// sound: it names a split the file has, and its outside direction is 0, 1 or
+// 2 (3 is reserved). FORMAT.md §5; every reader checks it before routing.
+inline bool CategoricalNodeOk(uint32_t flags, uint64_t index, uint64_t num_splits) {
+  return index < num_splits && (flags & kNodeFlagOutsideMask) != kNodeFlagOutsideMask;
+}
 
 struct CompactNode {  // 16 bytes
   float threshold;
@@ -82,6 +91,20 @@ struct WideNode {  // 32 bytes
 };
 static_assert(sizeof(WideNode) == 32);
 
+// A categorical node's split index: the bits of its threshold field.
+template <typename NodeT>
+inline uint64_t SplitIndex(const NodeT& n) {
+  if constexpr (std::is_same_v<NodeT, CompactNode>) {
+    uint32_t i;
+    std::memcpy(&i, &n.threshold, 4);
+    return i;
+  } else {
+    uint64_t i;
+    std::memcpy(&i, &n.threshold, 8);
+    return i;
+  }
+}
+
 inline constexpr uint32_t kMaxCompactFeature = (1u << 24) - 1;
 
 // One entry of the tree table section.
@@ -96,15 +119,20 @@ static_assert(sizeof(TreeRecord) == 16);
 // Section types. Unknown optional sections are skipped by readers; an unknown
 // section with the required flag makes the file unreadable to them.
 enum class SectionType : uint32_t {
-  kTreeTable = 1,   // TreeRecord[num_trees]
-  kBaseScore = 2,   // float64[num_outputs]
-  kNodes = 3,       // the node region: nodes and leaf records (bins first)
-  kSourceInfo = 4,  // UTF-8 JSON: where the model came from, layout parameters
-  kLeafIds = 5,     // u32[2] per node-region unit: library leaf ids of a node's children
+  kTreeTable = 1,          // TreeRecord[num_trees]
+  kBaseScore = 2,          // float64[num_outputs]
+  kNodes = 3,              // the node region: nodes and leaf records (bins first)
+  kSourceInfo = 4,         // UTF-8 JSON: where the model came from, layout parameters
+  kLeafIds = 5,            // u32[2] per node-region unit: library leaf ids of a node's children
   kCategoryWords = 6,      // u32 bitset words of the categorical splits' sets
   kCategoricalSplits = 7,  // CategoricalSplitRecord per categorical split
+  // float64 parameters of the postprocess, when it has some: isolation score
+  // (6) has {denominator, offset}.
+  kPostprocessParams = 8,
 };
-inline constexpr uint32_t kLastSectionType = 7;
+inline constexpr uint32_t kLastSectionType = 8;
+// How many float64 parameters postprocess `p` takes (section 8's count).
+inline uint64_t PostprocessParamCount(uint8_t p) { return p == 6 ? 2 : 0; }
 
 // One categorical split (16 bytes): its left and right category sets as
 // ranges of the category-word section, and its CategoryRule.
@@ -117,6 +145,7 @@ struct CategoricalSplitRecord {
   uint8_t reserved[3];
 };
 static_assert(sizeof(CategoricalSplitRecord) == 16);
+inline constexpr uint32_t kMaxCategorySetWords = 0xFFFF;  // so categories < 2,097,120
 inline constexpr uint32_t kSectionRequired = 1;
 
 struct SectionEntry {  // 32 bytes on disk

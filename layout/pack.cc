@@ -204,6 +204,9 @@ uint64_t PlaceMetadata(PacHeader& h, size_t num_sections, size_t info_len, const
     place(SectionType::kCategoricalSplits, kSectionRequired, f.categorical_splits.size(),
           sizeof(CategoricalSplitRecord));
   }
+  // The postprocess's parameters (FORMAT.md §2, section 8).
+  if (const uint64_t n = PostprocessParamCount(h.postprocess); n > 0)
+    place(SectionType::kPostprocessParams, kSectionRequired, n, 8);
   return pos;
 }
 
@@ -214,6 +217,18 @@ StatusOr<Plan> MakePlan(const Forest& f, const PackOptions& o) {
     return Status::InvalidArgument(
         "rows to choose the bins with have " + std::to_string(o.score_rows->num_cols) +
         " columns; the forest has " + std::to_string(f.num_features) + " features");
+  if (!f.categorical_splits.empty()) {
+    if (o.format_version == 2)
+      return Status::InvalidArgument(
+          "categorical splits need format version 3 (leave out "
+          "--format-version, or give 3)");
+    for (const CategoricalSplit& c : f.categorical_splits)
+      if (c.left_words > kMaxCategorySetWords || c.right_words > kMaxCategorySetWords)
+        return Status::InvalidArgument(
+            "a categorical split has a category above " +
+            std::to_string(kMaxCategorySetWords * 32 - 1) +
+            ", the largest a .pac file holds; recode the categories as 0, 1, 2, ...");
+  }
   Plan plan;
   const uint32_t bs = o.block_size;
   const uint64_t block_units = bs / kUnit;
@@ -279,8 +294,8 @@ StatusOr<Plan> MakePlan(const Forest& f, const PackOptions& o) {
     if (!plan.bins.candidates.empty())
       info["bin_choice"] = BinChoiceJson(o, f.cardinality_source, plan.bins);
     plan.info_json = info.dump();
-    const size_t num_sections =
-        4 + (o.leaf_ids ? 1 : 0) + (f.categorical_splits.empty() ? 0 : 2);
+    const size_t num_sections = 4 + (o.leaf_ids ? 1 : 0) + (f.categorical_splits.empty() ? 0 : 2) +
+                                (PostprocessParamCount(h.postprocess) > 0 ? 1 : 0);
     const uint64_t meta_end = PlaceMetadata(h, num_sections, plan.info_json.size(), f);
     h.node_first_block = (meta_end + bs - 1) / bs;
     h.node_block_count = std::max<uint64_t>(placement.node_blocks, 1);
@@ -358,6 +373,11 @@ void Encode(const Forest& f, Plan& plan, char* base, bool progress) {
   const SectionEntry& isec = *h.FindSection(SectionType::kSourceInfo);
   for (size_t i = 0; i < plan.info_json.size(); ++i)
     base[SectionRecordOffset(isec, bs, i)] = plan.info_json[i];
+  if (const SectionEntry* params = h.FindSection(SectionType::kPostprocessParams)) {
+    const double values[] = {f.isolation_denominator, f.isolation_offset};
+    for (uint64_t i = 0; i < params->count; ++i)
+      std::memcpy(base + SectionRecordOffset(*params, bs, i), &values[i], 8);
+  }
   const SectionEntry* leaf_ids = h.FindSection(SectionType::kLeafIds);
   if (const SectionEntry* words = h.FindSection(SectionType::kCategoryWords)) {
     for (size_t i = 0; i < f.category_words.size(); ++i)
@@ -390,9 +410,9 @@ void Encode(const Forest& f, Plan& plan, char* base, bool progress) {
       uint8_t lk, rk;
       const uint64_t lref = ref_of(l, &lk), rref = ref_of(r, &rk);
       const bool categorical = f.flags[g] & kCategorical;
-      const uint8_t flags = static_cast<uint8_t>(
-          (f.flags[g] & kRoutingFlagMask) | (lk << kLeftKindShift) | (rk << kRightKindShift) |
-          (categorical ? kNodeFlagCategorical : 0));
+      const uint8_t flags =
+          static_cast<uint8_t>((f.flags[g] & kRoutingFlagMask) | (lk << kLeftKindShift) |
+                               (rk << kRightKindShift) | (categorical ? kNodeFlagCategorical : 0));
       // A categorical node's threshold field holds its split's index.
       const uint64_t split = categorical ? static_cast<uint64_t>(f.threshold[g]) : 0;
       if (plan.format == NodeFormat::kCompact16) {

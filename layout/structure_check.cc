@@ -67,6 +67,7 @@ struct Decoded {
   uint32_t feature;
   uint8_t flags;
   uint64_t child[2];
+  uint64_t split_index;  // a categorical node's (SplitIndex)
 };
 
 }  // namespace
@@ -158,16 +159,23 @@ StatusOr<StructureSummary> CheckForestStructure(const PacFile& file, StructureBl
         PACSET_RETURN_IF_ERROR(blocks.Copy(e.ref * kUnit, &c, sizeof(c)));
         n = {c.feature_flags & 0xFFFFFFu,
              static_cast<uint8_t>(c.feature_flags >> 24),
-             {c.left, c.right}};
+             {c.left, c.right},
+             SplitIndex(c)};
       } else {
         WideNode w;
         PACSET_RETURN_IF_ERROR(blocks.Copy(e.ref * kUnit, &w, sizeof(w)));
-        n = {w.feature, w.flags, {w.left, w.right}};
+        n = {w.feature, w.flags, {w.left, w.right}, SplitIndex(w)};
       }
       if (n.feature >= h.num_features)
         return Status::Corruption(where + ": the node" + node_name(e.ref) + " splits on feature " +
                                   std::to_string(n.feature) + " (the forest has " +
                                   std::to_string(h.num_features) + ")");
+      if ((n.flags & kNodeFlagCategorical) &&
+          !CategoricalNodeOk(n.flags, n.split_index, file.categorical_splits().size()))
+        return Status::Corruption(
+            where + ": the categorical node" + node_name(e.ref) + " names split " +
+            std::to_string(n.split_index) + " (the file has " +
+            std::to_string(file.categorical_splits().size()) + ") or a reserved outside direction");
       // Right child first on the stack: the left subtree is checked first.
       for (int side = 1; side >= 0; --side) {
         const uint32_t kind = (n.flags >> (kLeftKindShift + 2 * side)) & 3u;

@@ -105,6 +105,11 @@ struct SklearnEstimatorArrays {
   uint32_t bitset_words = 0;
   std::vector<int64_t> categorical_features;
   std::vector<uint32_t> known_category_bitsets;
+  // IsolationForest only: n_estimators * c(max_samples_) and offset_ (each
+  // tree's value array holds c(n_node_samples) per node, feature ids are
+  // the estimator's columns: docs/sklearn-export.md).
+  double score_denominator = 0.0;
+  double offset = 0.0;
   std::vector<SklearnTreeArrays> trees;  // prediction order
 };
 

@@ -44,6 +44,8 @@ const char* PostprocessName(Postprocess p) {
       return "exponential";
     case Postprocess::kSigmoidPair:
       return "sigmoid-pair";
+    case Postprocess::kIsolationScore:
+      return "isolation-score";
   }
   return "?";
 }
@@ -137,6 +139,14 @@ Status Forest::Validate() const {
     return bad("softmax needs at least two outputs");
   if (postprocess == Postprocess::kSigmoidPair && num_outputs != 1)
     return bad("sigmoid-pair needs exactly one output");
+  if (static_cast<uint8_t>(postprocess) > kMaxPostprocess) return bad("unknown postprocess");
+  if (postprocess == Postprocess::kIsolationScore &&
+      (num_outputs != 1 || accumulate_precision != Precision::kFloat64 ||
+       !std::isfinite(isolation_denominator) || isolation_denominator < 0 ||
+       !std::isfinite(isolation_offset)))
+    return bad(
+        "isolation-score needs one output, float64 accumulation, a finite denominator >= 0 "
+        "and a finite offset");
   for (size_t k = 0; k < categorical_splits.size(); ++k) {
     const CategoricalSplit& c = categorical_splits[k];
     const uint64_t words = category_words.size();
@@ -211,7 +221,7 @@ Status Forest::Validate() const {
 namespace {
 
 constexpr uint32_t kForestFileMagic = 0x50414346;  // "FCAP"
-constexpr uint32_t kForestFileVersion = 2;  // 2: categorical splits
+constexpr uint32_t kForestFileVersion = 3;         // 2: categorical splits; 3: isolation parameters
 constexpr uint32_t kForestFileOldestVersion = 1;
 
 template <class Archive>
@@ -245,6 +255,7 @@ void Serialize(Archive& ar, Forest& f, uint32_t version) {
     for (size_t k = 0; k < lf.size(); ++k)
       f.categorical_splits[k] = {lf[k], lw[k], rf[k], rw[k], rule[k]};
   }
+  if (version >= 3) ar(f.isolation_denominator, f.isolation_offset);
   f.task = static_cast<Task>(task);
   f.postprocess = static_cast<Postprocess>(post);
   f.aggregation = static_cast<Aggregation>(agg);

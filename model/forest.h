@@ -42,7 +42,12 @@ enum class Postprocess : uint8_t {
   // One margin m, two columns [1 - p, p] with p = 1 / (1 + exp(-alpha * m)):
   // scikit-learn's binary GradientBoostingClassifier.predict_proba.
   kSigmoidPair = 5,
+  // scikit-learn IsolationForest.score_samples: one margin m (the sum over the
+  // trees of each leaf's path length), one column -pow(2, -(m / d)) with d =
+  // isolation_denominator (x = 1 instead of m / d when d is 0). Float64 only.
+  kIsolationScore = 6,
 };
+constexpr uint8_t kMaxPostprocess = 6;
 
 // How per-tree leaf values are combined.
 enum class Aggregation : uint8_t {
@@ -151,6 +156,11 @@ struct Forest {
   std::vector<double> base_score;  // per output, in margin space
   Postprocess postprocess = Postprocess::kIdentity;
   double sigmoid_alpha = 1.0;
+  // kIsolationScore only (0 otherwise): the denominator of the exponent
+  // (n_estimators * c(max_samples_)) and IsolationForest.offset_, which
+  // decision_function subtracts from score_samples (model/output.h).
+  double isolation_denominator = 0.0;
+  double isolation_offset = 0.0;
   Aggregation aggregation = Aggregation::kSum;
   // Inputs are rounded to this precision before comparison.
   Precision input_precision = Precision::kFloat32;

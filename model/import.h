@@ -2,8 +2,9 @@
 //
 // Each importer either returns a validated Forest that predicts exactly what
 // the library predicts, or a Status naming the file, the field (JSON path) or
-// line, and the reason. Unsupported features (categorical splits, DART,
-// linear trees, ...) are reported as kNotSupported, never approximated.
+// line, and the reason. Unsupported features (categorical splits, linear
+// trees, ...) are reported as kNotSupported, never approximated, with what
+// the user can do instead.
 #pragma once
 
 #include <string>

@@ -7,7 +7,8 @@
 // feature_infos, tree_sizes), then one block per tree: a "Tree=i" line,
 // key=value lines (num_leaves, num_cat, split_feature, split_gain, threshold,
 // decision_type, left_child, right_child, leaf_value, leaf_weight, leaf_count,
-// internal_value, internal_weight, internal_count, is_linear, shrinkage) and
+// internal_value, internal_weight, internal_count, cat_boundaries,
+// cat_threshold, is_linear, shrinkage) and
 // blank lines; then "end of trees" and sections the importer ignores
 // (feature_importances:, parameters:, pandas_categorical:). A tree with one
 // leaf has empty split arrays and only its leaf_value matters.
@@ -19,7 +20,9 @@
 // finds trees by those byte sizes). What LightGBM would silently misread is
 // refused as well: children out of range or shared, features beyond
 // max_feature_idx, trees out of order, a tree count that is not a multiple of
-// num_tree_per_iteration, a file without its "end of trees" line (truncated).
+// num_tree_per_iteration, a file without its "end of trees" line (truncated),
+// category sets whose boundaries decrease or leave cat_threshold, a
+// categorical node whose threshold is not the index of a set (< num_cat).
 // Every error names the file, the line and the key.
 //
 // Node ids. LightGBM numbers a tree's internal nodes 0..L-2 (0 is the root)
@@ -51,6 +54,32 @@
 // i % num_tree_per_iteration (GBDT::PredictRaw); average_output divides it by
 // the number of iterations (GBDT::Predict); then the objective's
 // ConvertOutput, all in float64.
+//
+// Categorical splits (decision_type bit 0). A categorical node's threshold is
+// the index k < num_cat of its category set: the uint32 bitset words
+// cat_threshold[cat_boundaries[k] .. cat_boundaries[k+1]). Tree::
+// CategoricalDecision (include/LightGBM/tree.h, LightGBM 3.3.0 and later)
+// routes a float64 value x by
+//   NaN:                                 right;
+//   c = static_cast<int>(x) < 0:         right;
+//   bit c of the set (FindInBitset):     left, otherwise right (a category
+//                                        beyond the set's last word included);
+// bits 1-3 (default_left, missing type) are ignored. static_cast<int> truncates
+// toward zero, so -0.5 and 0.7 are category 0; values at or beyond 2^31 in
+// magnitude and +-inf do not fit an int (undefined in C++): x86-64 gives
+// INT_MIN, so they go right, and where the conversion saturates (aarch64) a
+// huge value is category INT_MAX, beyond every set, so right as well. That is
+// CategoryRule::kLightgbm with left set = the bitset, right set empty,
+// OutsideDirection::kRight and no kDefaultLeft (model/routing.h). The rule
+// belongs to the LightGBM that predicts, not to the model file's version:
+// every LightGBM since 3.3.0 applies it to v2, v3 and v4 files alike. Before
+// 3.3.0 (LightGBM PR #4468) the cast came before the NaN test; on x86-64 NaN
+// became INT_MIN and went right just the same (that code compiled by gcc and
+// clang, -O0 to -O3, sends NaN right for every missing type), while on a
+// platform that casts
+// NaN to 0 it was category 0 unless the missing type was NaN; such builds
+// are not reproduced. LightGBM's predictors read |x| <= 1e-35f as 0.0 first,
+// which truncation makes category 0 anyway.
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -140,6 +169,21 @@ struct Field {
 };
 using Fields = std::map<std::string_view, Field>;
 
+// A tree's category sets as LightGBM stores them (Tree::cat_boundaries_,
+// Tree::cat_threshold_): set k is the bitset words[boundaries[k] ..
+// boundaries[k+1]), category c being bit c % 32 of word c / 32
+// (Common::FindInBitset; a category beyond the last word is not in it).
+struct CategorySets {
+  std::vector<int64_t> boundaries;  // num_cat + 1, non-decreasing, last == words.size()
+  std::vector<uint32_t> words;
+  size_t boundaries_line = 0, words_line = 0;
+};
+
+// Largest bitset a categorical split may have: the .pac format keeps a set's
+// word count in 16 bits (layout/pac_format.h CategoricalSplitRecord), so
+// categories go up to 65535 * 32 - 1.
+constexpr int64_t kMaxCategoryWords = 0xFFFF;
+
 struct TreeBlock {
   size_t line;    // the "Tree=i" line
   size_t offset;  // its byte offset
@@ -180,6 +224,10 @@ class LightgbmTextReader {
   Status ReadObjective(const Field* objective, Forest& f);
   Status CheckTreeSizes() const;
   Status ReadTree(size_t t, const TreeBlock& block, Forest& f, bool* has_counts) const;
+  StatusOr<CategorySets> ReadCategorySets(const TreeBlock& block, const std::string& tree,
+                                          int64_t num_cat) const;
+  StatusOr<uint32_t> AddCategorySet(const CategorySets& sets, int64_t k, const std::string& tree,
+                                    Forest& f) const;
 
   std::string_view text_;
   const std::string& name_;
@@ -325,7 +373,8 @@ Status LightgbmTextReader::ReadHeader(Forest& f) {
     if (v != "v2" && v != "v3" && v != "v4")
       return Unsupported(
           it->second.line, "version",
-          "model format " + QuoteExcerpt(v) + " is not supported (v2, v3 and v4 are)");
+          "model format " + QuoteExcerpt(v) +
+              " is not supported (v2, v3 and v4 are: save it with LightGBM 2.x to 4.x)");
     f.source.library_version = std::string(v);
   }
   PACSET_ASSIGN_OR_RETURN(const Field* num_class, Require(header_, "num_class", end, "header"));
@@ -455,7 +504,9 @@ Status LightgbmTextReader::ReadObjective(const Field* objective, Forest& f) {
     if (has_sqrt)
       return Unsupported(
           objective->line, "objective",
-          "'" + name + " sqrt' (reg_sqrt=true) squares the raw score; not supported");
+          "'" + name +
+              " sqrt' (reg_sqrt=true) squares the raw score, which pacset does not do; "
+              "retrain with reg_sqrt=false");
     return single_output(name);
   }
   for (const char* n : kIdentity)
@@ -494,12 +545,14 @@ Status LightgbmTextReader::ReadObjective(const Field* objective, Forest& f) {
   }
   if (name == "cross_entropy_lambda")
     return Unsupported(objective->line, "objective",
-                       "cross_entropy_lambda (log1p(exp(score)) link) is not supported");
+                       "cross_entropy_lambda (log1p(exp(score)) link) is not supported; retrain "
+                       "with objective=cross_entropy, which is");
   return Unsupported(objective->line, "objective",
                      "LightGBM objective " + QuoteExcerpt(name) +
                          " is not supported (supported: regression, regression_l1, huber, fair, "
                          "quantile, mape, poisson, gamma, tweedie, binary, cross_entropy, "
-                         "multiclass, multiclassova, lambdarank, rank_xendcg, custom)");
+                         "multiclass, multiclassova, lambdarank, rank_xendcg, custom; a model "
+                         "whose objective line says 'custom' is read as raw scores)");
 }
 
 // LightGBM reads tree i at the byte offset sum(tree_sizes[0..i)) from the
@@ -533,6 +586,81 @@ double ThresholdForUnfilteredInput(double t) {
   return t;
 }
 
+// cat_boundaries and cat_threshold, which LightGBM requires in a tree of more
+// than one leaf with num_cat > 0 and reads by count (Tree::Tree(const char*):
+// num_cat + 1 boundaries, then as many words as the last boundary says), so
+// counts that disagree would make it misread the file.
+StatusOr<CategorySets> LightgbmTextReader::ReadCategorySets(const TreeBlock& block,
+                                                            const std::string& tree,
+                                                            int64_t num_cat) const {
+  const std::string b_where = tree + " cat_boundaries", w_where = tree + " cat_threshold";
+  CategorySets sets;
+  PACSET_ASSIGN_OR_RETURN(const Field* b_f,
+                          Require(block.fields, "cat_boundaries", block.line, tree));
+  sets.boundaries_line = b_f->line;
+  const size_t num_boundaries = SplitValues(b_f->value).size();
+  if (static_cast<int64_t>(num_boundaries) != num_cat + 1)
+    return Invalid(b_f->line, b_where,
+                   "expected " + std::to_string(num_cat + 1) + " values (num_cat + 1), found " +
+                       std::to_string(num_boundaries));
+  PACSET_ASSIGN_OR_RETURN(sets.boundaries, Integers(*b_f, b_where, num_cat + 1));
+  for (int64_t k = 0; k <= num_cat; ++k) {
+    const int64_t below = k == 0 ? 0 : sets.boundaries[k - 1];
+    if (sets.boundaries[k] < below)
+      return Invalid(b_f->line, b_where,
+                     "entry " + std::to_string(k) + " (" + std::to_string(sets.boundaries[k]) +
+                         ") is below " + (k == 0 ? "0" : "entry " + std::to_string(k - 1)) +
+                         "; the entries are offsets into cat_threshold, non-negative and "
+                         "non-decreasing");
+  }
+  PACSET_ASSIGN_OR_RETURN(const Field* w_f,
+                          Require(block.fields, "cat_threshold", block.line, tree));
+  sets.words_line = w_f->line;
+  const int64_t num_words = sets.boundaries.back();
+  const size_t found = SplitValues(w_f->value).size();
+  if (static_cast<int64_t>(found) != num_words)
+    return Invalid(w_f->line, w_where,
+                   "expected " + std::to_string(num_words) +
+                       " values (the last cat_boundaries entry), found " + std::to_string(found));
+  PACSET_ASSIGN_OR_RETURN(const auto words, Integers(*w_f, w_where, num_words));
+  sets.words.resize(words.size());
+  for (size_t w = 0; w < words.size(); ++w) {
+    if (words[w] < 0 || words[w] > UINT32_MAX)
+      return Invalid(w_f->line, w_where,
+                     "entry " + std::to_string(w) + " (" + std::to_string(words[w]) +
+                         ") is not a 32-bit bitset word (0.." + std::to_string(UINT32_MAX) + ")");
+    sets.words[w] = static_cast<uint32_t>(words[w]);
+  }
+  return sets;
+}
+
+// Adds category set k as a categorical split and returns its index. LightGBM
+// sends the set's categories left and everything else right (see
+// "Categorical splits" at the top): left set = the bitset, right set empty,
+// OutsideDirection::kRight on the node.
+StatusOr<uint32_t> LightgbmTextReader::AddCategorySet(const CategorySets& sets, int64_t k,
+                                                      const std::string& tree, Forest& f) const {
+  const int64_t first = sets.boundaries[k], n = sets.boundaries[k + 1] - first;
+  std::vector<uint32_t> categories;
+  for (int64_t w = 0; w < n; ++w) {
+    const uint32_t word = sets.words[first + w];
+    if (word == 0) continue;
+    if (w >= kMaxCategoryWords) {
+      int bit = 0;
+      while (!((word >> bit) & 1u)) ++bit;
+      return Unsupported(sets.words_line, tree + " cat_threshold",
+                         "category set " + std::to_string(k) + " holds category " +
+                             std::to_string(w * 32 + bit) + "; categories above " +
+                             std::to_string(kMaxCategoryWords * 32 - 1) +
+                             " are not supported (renumber the feature's categories as "
+                             "consecutive integers from 0, as LightGBM advises)");
+    }
+    for (uint32_t bit = 0; bit < 32; ++bit)
+      if ((word >> bit) & 1u) categories.push_back(static_cast<uint32_t>(w) * 32 + bit);
+  }
+  return AddCategoricalSplit(f, categories, {}, CategoryRule::kLightgbm);
+}
+
 Status LightgbmTextReader::ReadTree(size_t t, const TreeBlock& block, Forest& f,
                                     bool* has_counts) const {
   const std::string tree = "Tree=" + std::to_string(t);
@@ -546,13 +674,14 @@ Status LightgbmTextReader::ReadTree(size_t t, const TreeBlock& block, Forest& f,
   PACSET_ASSIGN_OR_RETURN(const Field* nl_f, Require(fs, "num_leaves", block.line, tree));
   PACSET_ASSIGN_OR_RETURN(const int64_t n, Integer(*nl_f, where("num_leaves"), 1, kMaxLeaves));
   PACSET_ASSIGN_OR_RETURN(const Field* nc_f, Require(fs, "num_cat", block.line, tree));
-  PACSET_RETURN_IF_ERROR(Integer(*nc_f, where("num_cat"), 0, INT32_MAX).status());
+  PACSET_ASSIGN_OR_RETURN(const int64_t num_cat, Integer(*nc_f, where("num_cat"), 0, INT32_MAX));
   if (const Field* lin = find("is_linear")) {
     PACSET_ASSIGN_OR_RETURN(int64_t linear,
                             Integer(*lin, where("is_linear"), INT32_MIN, INT32_MAX));
     if (linear != 0)
       return Unsupported(lin->line, where("is_linear"),
-                         "linear trees (linear_tree=true) are not supported");
+                         "linear trees (linear_tree=true) are not supported; retrain with "
+                         "linear_tree=false");
   }
   PACSET_ASSIGN_OR_RETURN(const Field* lv_f, Require(fs, "leaf_value", block.line, tree));
   PACSET_ASSIGN_OR_RETURN(const auto leaf_value, Doubles(*lv_f, where("leaf_value"), n));
@@ -618,11 +747,13 @@ Status LightgbmTextReader::ReadTree(size_t t, const TreeBlock& block, Forest& f,
                      node + " has decision_type " + std::to_string(d) +
                          "; expected bit 0 categorical, bit 1 default_left, bits 2-3 missing type "
                          "0 (None), 1 (Zero) or 2 (NaN)");
-    if (d & 1)
-      return Unsupported(dt_f->line, where("decision_type"),
-                         node +
-                             " is a categorical split; categorical splits are not supported "
-                             "(retrain with the feature treated as numerical)");
+    if ((d & 1) && num_cat == 0)
+      return Invalid(dt_f->line, where("decision_type"),
+                     node + " is a categorical split but num_cat is 0");
+  }
+  CategorySets sets;
+  if (num_cat > 0) {
+    PACSET_ASSIGN_OR_RETURN(sets, ReadCategorySets(block, tree, num_cat));
   }
 
   const int64_t size = 2 * n - 1;
@@ -672,7 +803,26 @@ Status LightgbmTextReader::ReadTree(size_t t, const TreeBlock& block, Forest& f,
     }
   }
 
+  // Category set k becomes one categorical split, shared by the nodes that
+  // name it (LightGBM gives each node its own set; sharing keeps a hostile
+  // file from multiplying one large set).
+  std::vector<int64_t> split_of_set(static_cast<size_t>(num_cat), -1);
   for (int64_t i = 0; i < m; ++i) {
+    if (decision[i] & 1) {
+      // LightGBM's cat_idx = static_cast<int>(threshold): it writes the index
+      // itself, so anything but an index of a set is refused.
+      const double k = threshold[i];
+      if (!(k >= 0 && k < static_cast<double>(num_cat)) || k != std::floor(k))
+        return Invalid(th_f->line, where("threshold"),
+                       "node " + std::to_string(i) + " is a categorical split whose threshold " +
+                           QuoteExcerpt(SplitValues(th_f->value)[i]) +
+                           " is not a category set index 0.." + std::to_string(num_cat - 1) +
+                           " (num_cat - 1)");
+      int64_t& split = split_of_set[static_cast<size_t>(k)];
+      if (split < 0) {
+        PACSET_ASSIGN_OR_RETURN(split, AddCategorySet(sets, static_cast<int64_t>(k), tree, f));
+      }
+    }
     if (feature[i] < 0 || feature[i] > max_feature_idx_)
       return Invalid(sf_f->line, where("split_feature"),
                      "node " + std::to_string(i) + " splits on feature " +
@@ -695,6 +845,13 @@ Status LightgbmTextReader::ReadTree(size_t t, const TreeBlock& block, Forest& f,
     f.split_feature[g] = static_cast<uint32_t>(feature[i]);
     f.threshold[g] = missing_type == 1 ? threshold[i] : ThresholdForUnfilteredInput(threshold[i]);
     f.flags[g] = flags;
+    if (d & 1) {
+      // NaN goes right too: no kDefaultLeft, whatever bits 1-3 say.
+      f.threshold[g] = static_cast<double>(split_of_set[static_cast<size_t>(threshold[i])]);
+      f.flags[g] =
+          kCategorical |
+          static_cast<uint8_t>(static_cast<uint8_t>(OutsideDirection::kRight) << kOutsideShift);
+    }
     if (!internal_count.empty()) f.cardinality[g] = static_cast<double>(internal_count[i]);
   }
   for (int64_t j = 0; j < n; ++j) {

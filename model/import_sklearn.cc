@@ -21,6 +21,10 @@
 //    product learning_rate * value, the same double sklearn adds. Then expit,
 //    written as sklearn's two columns [1 - p, p] (binary), softmax
 //    (multiclass) or nothing (regression).
+//  - IsolationForest (ensemble/_iforest.py): score_samples sums, tree by
+//    tree in float64, `path nodes + c(n_node_samples[leaf]) - 1.0`, which
+//    depends on the leaf only, so it is the leaf's value (IsolationLeafValues);
+//    Postprocess::kIsolationScore turns the sum into -2 ** (-sum / d).
 //  - Missing values: scikit-learn < 1.3 rejects NaN at predict time; from 1.3
 //    NaN follows missing_go_to_left, which the exporter writes when the tree
 //    has it. Otherwise we apply the rule scikit-learn >= 1.3 stores for a split
@@ -45,7 +49,7 @@ namespace {
 
 constexpr int64_t kFormatVersion = 1;
 
-enum class EstimatorKind { kForest, kBoosting, kHistBoosting };
+enum class EstimatorKind { kForest, kBoosting, kHistBoosting, kIsolation };
 
 struct EstimatorInfo {
   const char* name;
@@ -66,11 +70,19 @@ constexpr EstimatorInfo kEstimators[] = {
     {"GradientBoostingRegressor", EstimatorKind::kBoosting, false},
     {"HistGradientBoostingClassifier", EstimatorKind::kHistBoosting, true},
     {"HistGradientBoostingRegressor", EstimatorKind::kHistBoosting, false},
+    {"IsolationForest", EstimatorKind::kIsolation, false},
 };
 
 // Words per category bitset in scikit-learn's HistGradientBoosting
 // (common.pxd BITSET_DTYPE_C, uint32[8]: categories 0..255).
 constexpr uint32_t kHistBitsetWords = 8;
+
+// The "task" the exporter writes for an estimator.
+const char* SklearnTaskName(const EstimatorInfo& info, int64_t num_classes) {
+  if (info.kind == EstimatorKind::kIsolation) return "outlier_detection";
+  if (!info.classifier) return TaskName(Task::kRegression);
+  return TaskName(num_classes == 2 ? Task::kBinaryClassification : Task::kMulticlassClassification);
+}
 
 const EstimatorInfo* LookupEstimator(const std::string& name) {
   for (const auto& e : kEstimators)
@@ -142,7 +154,8 @@ StatusOr<GradientBoostingLoss> LookupLoss(const std::string& loss, bool classifi
                         (classifier ? "classifier (supported: log_loss, deviance, "
                                       "exponential for two classes)"
                                     : "regressor (supported: squared_error, "
-                                      "absolute_error, huber, quantile)"),
+                                      "absolute_error, huber, quantile)") +
+                        "; retrain with one of those",
                     StatusCode::kNotSupported);
 }
 
@@ -554,7 +567,7 @@ StatusOr<Forest> ImportSklearnDocument(const nlohmann::json& doc, const std::str
                    "' is not supported (supported: " + SupportedEstimators() + ")")
             .message());
   const bool hist = info->kind == EstimatorKind::kHistBoosting;
-  const bool boosting = info->kind != EstimatorKind::kForest;
+  const bool boosting = info->kind == EstimatorKind::kBoosting || hist;
   PACSET_ASSIGN_OR_RETURN(auto features_r, root.Member("n_features"));
   PACSET_ASSIGN_OR_RETURN(est.n_features, features_r.Integer());
   PACSET_ASSIGN_OR_RETURN(auto classes_n_r, root.Member("n_classes"));
@@ -572,16 +585,16 @@ StatusOr<Forest> ImportSklearnDocument(const nlohmann::json& doc, const std::str
                            " class labels, found " + std::to_string(classes_size));
   PACSET_ASSIGN_OR_RETURN(auto task_r, root.Member("task"));
   PACSET_ASSIGN_OR_RETURN(std::string task, task_r.String());
-  const Task expected_task = !info->classifier  ? Task::kRegression
-                             : num_classes == 2 ? Task::kBinaryClassification
-                                                : Task::kMulticlassClassification;
-  if (task != TaskName(expected_task))
-    return task_r.Error("expected \"" + std::string(TaskName(expected_task)) + "\" for a " +
-                        est.estimator + " with n_classes " + std::to_string(num_classes) +
-                        ", found \"" + task.substr(0, 40) + "\"");
+  const std::string expected_task = SklearnTaskName(*info, num_classes);
+  if (task != expected_task)
+    return task_r.Error("expected \"" + expected_task + "\" for a " + est.estimator +
+                        " with n_classes " + std::to_string(num_classes) + ", found \"" +
+                        task.substr(0, 40) + "\"");
   PACSET_ASSIGN_OR_RETURN(auto aggregation_r, root.Member("aggregation"));
   PACSET_ASSIGN_OR_RETURN(std::string aggregation, aggregation_r.String());
-  const Aggregation expected_aggregation = boosting ? Aggregation::kSum : Aggregation::kMean;
+  const bool isolation = info->kind == EstimatorKind::kIsolation;
+  const Aggregation expected_aggregation =
+      boosting || isolation ? Aggregation::kSum : Aggregation::kMean;
   if (aggregation != AggregationName(expected_aggregation))
     return aggregation_r.Error("expected \"" + std::string(AggregationName(expected_aggregation)) +
                                "\" for a " + est.estimator + ", found \"" +
@@ -604,6 +617,11 @@ StatusOr<Forest> ImportSklearnDocument(const nlohmann::json& doc, const std::str
     if (hist) PACSET_RETURN_IF_ERROR(ReadHistMembers(root, est));
   } else if (info->classifier) {
     value_width = static_cast<uint32_t>(num_classes);
+  } else if (isolation) {
+    PACSET_ASSIGN_OR_RETURN(auto denominator_r, root.Member("score_denominator"));
+    PACSET_ASSIGN_OR_RETURN(est.score_denominator, denominator_r.Number());
+    PACSET_ASSIGN_OR_RETURN(auto offset_r, root.Member("offset"));
+    PACSET_ASSIGN_OR_RETURN(est.offset, offset_r.Number());
   }
 
   PACSET_ASSIGN_OR_RETURN(auto trees, root.Member("trees"));
@@ -659,6 +677,68 @@ StatusOr<Forest> ImportSklearnDocument(const nlohmann::json& doc, const std::str
   return forest;
 }
 
+// IsolationForest._compute_score_samples adds, per tree,
+// `node_indicator.sum(axis=1) + _average_path_length(n_samples_leaf) - 1.0`:
+// the number of nodes on the row's path (an integer, exact in float64) plus
+// the leaf's c(n), minus 1, in that order. ImportTree left c(n) (the tree's
+// value array) in each leaf; this makes it the whole addend. Children come
+// after their parent (ImportTree checked), so one pass finds the depths.
+void IsolationLeafValues(Forest& f, size_t t, std::vector<int64_t>& path_nodes) {
+  const uint64_t base = f.tree_offset[t];
+  const size_t n = f.tree_size(t);
+  path_nodes.assign(n, 0);
+  path_nodes[0] = 1;
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t g = base + i;
+    if (f.is_leaf(g)) {
+      f.leaf_value[g] = (static_cast<double>(path_nodes[i]) + f.leaf_value[g]) - 1.0;
+    } else {
+      path_nodes[f.left_child[g]] = path_nodes[i] + 1;
+      path_nodes[f.right_child[g]] = path_nodes[i] + 1;
+    }
+  }
+}
+
+// IsolationForest: one output, the sum of the trees' path lengths, turned
+// into score_samples by Postprocess::kIsolationScore.
+StatusOr<Forest> ImportIsolationForest(const SklearnEstimatorArrays& est, const std::string& name) {
+  if (est.n_features <= 0 || est.n_features > (1 << 30))
+    return FieldError(name, "n_features", "n_features must be between 1 and 2^30");
+  if (est.n_classes != 1)
+    return FieldError(name, "n_classes", "an IsolationForest has n_classes 1");
+  if (!std::isfinite(est.score_denominator) || est.score_denominator < 0)
+    return FieldError(name, "score_denominator", "must be finite and at least 0");
+  if (!std::isfinite(est.offset)) return FieldError(name, "offset", "offset_ must be finite");
+  if (est.trees.empty()) return FieldError(name, "trees", "the model has no trees");
+  Forest f;
+  f.source.format = "sklearn";
+  f.source.library_version = "scikit-learn " + est.sklearn_version;
+  f.source.objective = est.estimator;
+  f.task = Task::kRegression;  // one continuous score per row
+  f.aggregation = Aggregation::kSum;
+  f.num_features = static_cast<uint32_t>(est.n_features);
+  f.input_precision = Precision::kFloat32;
+  f.accumulate_precision = Precision::kFloat64;
+  f.cardinality_source = CardinalitySource::kTraining;
+  f.postprocess = Postprocess::kIsolationScore;
+  f.isolation_denominator = est.score_denominator;
+  f.isolation_offset = est.offset;
+  f.base_score.assign(1, 0.0);  // depths = np.zeros(n_samples)
+  size_t total_nodes = 0;
+  for (const auto& tree : est.trees) total_nodes += tree.children_left.size;
+  f.Reserve(est.trees.size(), total_nodes);
+  TreeScratch scratch;
+  std::vector<int64_t> path_nodes;
+  for (size_t t = 0; t < est.trees.size(); ++t) {
+    if (est.trees[t].output != 0)
+      return FieldError(name, TreeField(t, "output"), "an IsolationForest has one output");
+    PACSET_RETURN_IF_ERROR(ImportTree(est.trees[t], t, 1, false, 1.0, name, scratch, f));
+    IsolationLeafValues(f, t, path_nodes);
+  }
+  PACSET_RETURN_IF_ERROR(f.Validate().WithContext(name));
+  return f;
+}
+
 }  // namespace
 
 StatusOr<Forest> ImportSklearnArrays(const SklearnEstimatorArrays& est, const std::string& name) {
@@ -669,7 +749,7 @@ StatusOr<Forest> ImportSklearnArrays(const SklearnEstimatorArrays& est, const st
                           "' is not supported (supported: " + SupportedEstimators() + ")",
                       StatusCode::kNotSupported);
   const bool hist = info->kind == EstimatorKind::kHistBoosting;
-  const bool boosting = info->kind != EstimatorKind::kForest;
+  const bool boosting = info->kind == EstimatorKind::kBoosting || hist;
   if (est.n_features <= 0 || est.n_features > (1 << 30))
     return FieldError(name, "n_features", "n_features must be between 1 and 2^30");
   const int64_t num_classes = est.n_classes;
@@ -677,6 +757,7 @@ StatusOr<Forest> ImportSklearnArrays(const SklearnEstimatorArrays& est, const st
     return FieldError(name, "n_classes",
                       info->classifier ? "a classifier needs 2 to 100000 classes"
                                        : "a regressor has n_classes 1");
+  if (info->kind == EstimatorKind::kIsolation) return ImportIsolationForest(est, name);
   Forest f;
   f.source.format = "sklearn";
   f.source.library_version = "scikit-learn " + est.sklearn_version;

@@ -5,6 +5,35 @@
 // our single operator. Missing values (NaN) follow default_left. Leaf values
 // are float32 and already include the learning rate; margins are summed in
 // float32 in tree order starting from the base margin (cpu_predictor.cc).
+//
+// Categorical splits (split_type 1; enable_categorical=True with hist): the
+// node's categories (categories_nodes / _segments / _sizes / categories) go
+// RIGHT; every other category, and any value that is no category (x < 0,
+// x >= 2^24, +-inf), goes LEFT; NaN takes default_left; a category is the
+// float32 x truncated toward zero (3.99 is 3, -0.0 is 0). This is
+// CategoryRule::kXgboost with the stored set as the right set, no left set and
+// OutsideDirection::kLeft. Verified against XGBoost 1.7.4 (pred_leaf of
+// Booster.predict on a DMatrix, and margins of inplace_predict, which agree)
+// for partition-based splits (max_cat_to_onehot=1) and one-hot splits
+// (max_cat_to_onehot=64, stored as a one-category set) on values 0, -0.0,
+// every trained category, unseen ones, -1, -0.5, -1e-45, 0.5, 3.99, 2^24 - 1,
+// 2^24 and its float32 neighbours, 2^31, 1e30, +-inf and NaN
+// (tests/exact/xgboost_exact_test.py checks them on each categorical model). The
+// model's feature_types do not take part: a DMatrix without them routes the
+// same, the tree's split_type alone decides. A categorical node's
+// split_condition is NaN (written as the bare word NaN, ParseJsonDocument).
+//
+// DART (booster "dart") weighs each tree's output by its weight_drop w.
+// XGBoost 1.7.4's Booster.predict (src/gbm/gbtree.cc, Dart::PredictBatchImpl)
+// predicts each tree alone into a buffer filled with 0 and adds
+// `h_out_predts[offset] += (h_predts[offset] * w)` in float32, tree by tree,
+// onto the base margin: the product is rounded to float32 before the sum, so
+// the float32 (0 + leaf) * w, stored as the leaf, predicts the same bits.
+// Dart::InplacePredict in 1.7.4 (inplace_predict, XGBRegressor.predict) adds
+// ((base + leaf) - base) * w instead, which differs by rounding when the base
+// margin is not 0 (docs/exactness.md). A gbtree model holding its own
+// weight_drop (not written by 1.7.4; unverified for later versions) is
+// weighed the same way rather than read as unweighted.
 #include <cmath>
 #include <limits>
 
@@ -48,7 +77,85 @@ StatusOr<ObjectiveInfo> LookupObjective(const std::string& name, uint32_t num_cl
                               "' is not supported (supported: reg:squarederror and other "
                               "identity-link regression, reg:logistic, binary:logistic, "
                               "binary:logitraw, multi:softprob, multi:softmax, count:poisson, "
-                              "reg:gamma, reg:tweedie)");
+                              "reg:gamma, reg:tweedie); retrain with one of those objectives");
+}
+
+// XGBoost's categories are below 2^24 (larger values are no category); a
+// hostile file could still ask for huge bitsets cheaply (one category near
+// 2^24 costs 2 MiB of words), so a model's bitsets are capped at 64 MiB.
+constexpr int64_t kXgboostCategoryLimit = int64_t{1} << 24;
+constexpr size_t kMaxCategoryWords = size_t{1} << 24;
+
+// The stored categories of each categorical node of one tree (empty for the
+// other nodes), from categories_nodes / _segments / _sizes / categories.
+// Checked: the four arrays agree in length, every listed node is a node of
+// the tree with split_type 1, listed once, its segment lies inside
+// `categories`, the sizes add up to at most its length, every category is in [0, 2^24), and every
+// internal node of split_type 1 is listed. A leaf of split_type 1 (XGBoost keeps the type of a
+// pruned split) needs no entry, and one it has is not used.
+StatusOr<std::vector<std::vector<uint32_t>>> ReadTreeCategories(
+    const JsonReader& tree, const std::vector<int64_t>& split_type,
+    const std::vector<int64_t>& left, const std::string& where) {
+  const int64_t n = static_cast<int64_t>(split_type.size());
+  std::vector<std::vector<uint32_t>> categories(n);
+  bool any = false;
+  for (int64_t i = 0; i < n; ++i) {
+    if (split_type[i] != 0 && split_type[i] != 1) {
+      PACSET_ASSIGN_OR_RETURN(auto st_r, tree.Member("split_type"));
+      return st_r.Error(where + std::to_string(i) + " has split_type " +
+                        std::to_string(split_type[i]) + " (0 numerical, 1 categorical)");
+    }
+    any |= split_type[i] == 1;
+  }
+  if (!any) return categories;
+  PACSET_ASSIGN_OR_RETURN(auto nodes_r, tree.Member("categories_nodes"));
+  PACSET_ASSIGN_OR_RETURN(auto nodes, nodes_r.Integers());
+  const int64_t m = static_cast<int64_t>(nodes.size());
+  PACSET_ASSIGN_OR_RETURN(auto segments_r, tree.Member("categories_segments"));
+  PACSET_ASSIGN_OR_RETURN(auto segments, segments_r.Integers(m));
+  PACSET_ASSIGN_OR_RETURN(auto sizes_r, tree.Member("categories_sizes"));
+  PACSET_ASSIGN_OR_RETURN(auto sizes, sizes_r.Integers(m));
+  PACSET_ASSIGN_OR_RETURN(auto values_r, tree.Member("categories"));
+  PACSET_ASSIGN_OR_RETURN(auto values, values_r.Integers());
+  const int64_t num_values = static_cast<int64_t>(values.size());
+  // XGBoost writes the segments one after another. Overlapping ones would let
+  // a small file make every node copy the whole array: the sizes must fit.
+  int64_t total = 0;
+  for (int64_t size : sizes) {
+    if (size < 0 || size > num_values - total)
+      return sizes_r.Error("the sizes add up to more than the " + std::to_string(num_values) +
+                           " categories stored");
+    total += size;
+  }
+  std::vector<bool> listed(n, false);
+  for (int64_t k = 0; k < m; ++k) {
+    const int64_t node = nodes[k];
+    const std::string entry = "entry " + std::to_string(k) + " ";
+    if (node < 0 || node >= n)
+      return nodes_r.Error(entry + "names node " + std::to_string(node) + " but the tree has " +
+                           std::to_string(n) + " nodes");
+    if (split_type[node] != 1)
+      return nodes_r.Error(entry + "names node " + std::to_string(node) +
+                           ", whose split_type is not 1 (categorical)");
+    if (listed[node]) return nodes_r.Error("node " + std::to_string(node) + " is listed twice");
+    listed[node] = true;
+    if (segments[k] < 0 || sizes[k] < 0 || segments[k] > num_values ||
+        sizes[k] > num_values - segments[k])
+      return segments_r.Error(entry + "(node " + std::to_string(node) + ") spans categories [" +
+                              std::to_string(segments[k]) + ", +" + std::to_string(sizes[k]) +
+                              ") but the categories array has " + std::to_string(num_values));
+    for (int64_t j = segments[k]; j < segments[k] + sizes[k]; ++j) {
+      if (values[j] < 0 || values[j] >= kXgboostCategoryLimit)
+        return values_r.Error("element " + std::to_string(j) + " is category " +
+                              std::to_string(values[j]) + ", outside XGBoost's 0..16777215");
+      categories[node].push_back(static_cast<uint32_t>(values[j]));
+    }
+  }
+  for (int64_t i = 0; i < n; ++i)
+    if (split_type[i] == 1 && left[i] != -1 && !listed[i])
+      return nodes_r.Error(where + std::to_string(i) +
+                           " is a categorical split but has no categories entry");
+  return categories;
 }
 
 StatusOr<Forest> ImportXgboostDocument(const nlohmann::json& doc, const std::string& file,
@@ -91,19 +198,32 @@ StatusOr<Forest> ImportXgboostDocument(const nlohmann::json& doc, const std::str
   PACSET_ASSIGN_OR_RETURN(auto booster, learner.Member("gradient_booster"));
   PACSET_ASSIGN_OR_RETURN(auto booster_name_r, booster.Member("name"));
   PACSET_ASSIGN_OR_RETURN(std::string booster_name, booster_name_r.String());
-  if (booster_name == "dart")
-    return Status::NotSupported(file +
-                                ": DART boosters are not supported yet (their tree "
-                                "weights change predictions); use gbtree");
-  if (booster_name != "gbtree")
+  if (booster_name != "gbtree" && booster_name != "dart")
     return Status::NotSupported(file + ": booster '" + booster_name +
-                                "' is not a tree ensemble (only gbtree is supported)");
-  PACSET_ASSIGN_OR_RETURN(auto model, booster.Member("model"));
+                                "' is not a tree ensemble (pacset reads booster gbtree and "
+                                "dart); retrain with booster=gbtree");
+  // DART: {"name": "dart", "gbtree": {"model": ...}, "weight_drop": [...]}.
+  JsonReader trees_owner = booster;
+  if (booster_name == "dart") {
+    PACSET_ASSIGN_OR_RETURN(trees_owner, booster.Member("gbtree"));
+  }
+  PACSET_ASSIGN_OR_RETURN(auto model, trees_owner.Member("model"));
   PACSET_ASSIGN_OR_RETURN(auto trees, model.Member("trees"));
   PACSET_ASSIGN_OR_RETURN(size_t num_trees, trees.ArraySize());
   PACSET_ASSIGN_OR_RETURN(auto tree_info_r, model.Member("tree_info"));
   PACSET_ASSIGN_OR_RETURN(auto tree_info, tree_info_r.Integers(static_cast<int64_t>(num_trees)));
   if (num_trees == 0) return trees.Error("the model has no trees");
+  std::vector<float> tree_weight;  // empty: every tree has weight 1
+  if (booster_name == "dart" || model.Has("weight_drop")) {
+    PACSET_ASSIGN_OR_RETURN(auto wd_r,
+                            (booster_name == "dart" ? booster : model).Member("weight_drop"));
+    PACSET_ASSIGN_OR_RETURN(auto wd, wd_r.Doubles(static_cast<int64_t>(num_trees)));
+    for (size_t t = 0; t < num_trees; ++t) {
+      tree_weight.push_back(static_cast<float>(wd[t]));
+      if (!std::isfinite(tree_weight.back()))
+        return wd_r.Error("tree " + std::to_string(t) + " has weight " + std::to_string(wd[t]));
+    }
+  }
 
   f.task = obj.task;
   f.num_features = static_cast<uint32_t>(num_feature);
@@ -157,8 +277,9 @@ StatusOr<Forest> ImportXgboostDocument(const nlohmann::json& doc, const std::str
         PACSET_ASSIGN_OR_RETURN(int64_t slv, slv_r.Integer());
         if (slv > 1)
           return Status::NotSupported(file + ": tree " + std::to_string(t) +
-                                      " has vector leaves (multi_strategy=multi_output_tree); "
-                                      "not supported yet");
+                                      " has vector leaves (multi_strategy=multi_output_tree), "
+                                      "which are not supported yet; retrain with "
+                                      "multi_strategy=one_output_per_tree (the default)");
       }
       if (tp.Has("num_nodes")) {
         PACSET_ASSIGN_OR_RETURN(auto nn_r, tp.Member("num_nodes"));
@@ -181,6 +302,8 @@ StatusOr<Forest> ImportXgboostDocument(const nlohmann::json& doc, const std::str
       PACSET_ASSIGN_OR_RETURN(auto st_r, tree.Member("split_type"));
       PACSET_ASSIGN_OR_RETURN(split_type, st_r.Integers(n));
     }
+    const std::string where = "tree " + std::to_string(t) + " node ";
+    PACSET_ASSIGN_OR_RETURN(auto categories, ReadTreeCategories(tree, split_type, left, where));
     std::vector<double> hess;
     if (tree.Has("sum_hessian")) {
       PACSET_ASSIGN_OR_RETURN(auto h_r, tree.Member("sum_hessian"));
@@ -190,7 +313,6 @@ StatusOr<Forest> ImportXgboostDocument(const nlohmann::json& doc, const std::str
     }
     const uint64_t base_id =
         f.AddTree(static_cast<uint32_t>(tree_info[t]), static_cast<uint32_t>(n));
-    const std::string where = "tree " + std::to_string(t) + " node ";
     for (int64_t i = 0; i < n; ++i) {
       const uint64_t g = base_id + i;
       if (!hess.empty()) f.cardinality[g] = std::max(0.0, hess[i]);
@@ -198,30 +320,40 @@ StatusOr<Forest> ImportXgboostDocument(const nlohmann::json& doc, const std::str
         if (right[i] != -1) return right_r.Error(where + std::to_string(i) + " has only one child");
         const double v = cond[i];
         if (std::isnan(v)) return cond_r.Error(where + std::to_string(i) + " has a NaN leaf value");
-        f.leaf_value[g] = static_cast<float>(v);
+        float leaf = static_cast<float>(v);
+        // XGBoost's float32 (0 + leaf) * w (see the top of this file).
+        if (!tree_weight.empty()) leaf = (0.0f + leaf) * tree_weight[t];
+        f.leaf_value[g] = leaf;
         continue;
       }
       if (left[i] <= 0 || left[i] >= n || right[i] <= 0 || right[i] >= n)
         return left_r.Error(where + std::to_string(i) + " has a child outside 1.." +
                             std::to_string(n - 1));
-      if (split_type[i] != 0)
-        return Status::NotSupported(file + ": " + where + std::to_string(i) +
-                                    " is a categorical split; categorical splits are not "
-                                    "supported yet (retrain with numerical features)");
       if (feat[i] < 0 || feat[i] >= num_feature)
         return feat_r.Error(where + std::to_string(i) + " splits on feature " +
                             std::to_string(feat[i]) + " but num_feature is " +
                             std::to_string(num_feature));
+      f.left_child[g] = static_cast<int32_t>(left[i]);
+      f.right_child[g] = static_cast<int32_t>(right[i]);
+      f.split_feature[g] = static_cast<uint32_t>(feat[i]);
+      const uint8_t default_dir = default_left[i] ? kDefaultLeft : 0;
+      if (split_type[i] == 1) {  // the stored set goes right (see the top of this file)
+        f.threshold[g] = AddCategoricalSplit(f, {}, categories[i], CategoryRule::kXgboost);
+        f.flags[g] =
+            static_cast<uint8_t>(kCategorical | default_dir |
+                                 static_cast<uint8_t>(OutsideDirection::kLeft) << kOutsideShift);
+        if (f.category_words.size() > kMaxCategoryWords)
+          return Status::ResourceExhausted(file + ": " + where + std::to_string(i) +
+                                           ": the model's category sets exceed 64 MiB");
+        continue;
+      }
       const float th = static_cast<float>(cond[i]);
       if (std::isnan(th) || th == -std::numeric_limits<float>::infinity())
         return cond_r.Error(where + std::to_string(i) + " has threshold " +
                             std::to_string(cond[i]) + ", which no value is below");
-      f.left_child[g] = static_cast<int32_t>(left[i]);
-      f.right_child[g] = static_cast<int32_t>(right[i]);
-      f.split_feature[g] = static_cast<uint32_t>(feat[i]);
       // x < th  <=>  x <= the next float32 below th (x is a float32).
       f.threshold[g] = std::nextafter(th, -std::numeric_limits<float>::infinity());
-      f.flags[g] = default_left[i] ? kDefaultLeft : 0;
+      f.flags[g] = default_dir;
     }
   }
   PACSET_RETURN_IF_ERROR(f.Validate().WithContext(file));

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
+#include <utility>
 
 namespace pacset {
 
@@ -22,6 +24,58 @@ std::string CleanJsonError(const std::exception& e) {
 
 namespace {
 
+// JSON has no NaN or infinity, but XGBoost writes them as the bare words
+// NaN, Infinity and -Infinity (src/common/charconv.cc, PrintSpecialFloat:
+// any NaN is "NaN", without its sign), e.g. as the split condition of a
+// categorical node, and so does Python's json module (allow_nan=True, the
+// default). These three words, and no other spelling, are read as numbers:
+// outside strings, each is replaced by a string of the same length (so a
+// syntax error's line and column do not move), and the builder below turns
+// those strings back into numbers, knowing them by their place among the
+// document's strings and keys.
+struct NonFiniteWord {
+  std::string_view word;
+  std::string_view placeholder;  // a JSON string as long as the word
+  double value;
+};
+constexpr NonFiniteWord kNonFiniteWords[] = {
+    {"NaN", "\"N\"", std::numeric_limits<double>::quiet_NaN()},
+    {"Infinity", "\"Infini\"", std::numeric_limits<double>::infinity()},
+    {"-Infinity", "\"-Infini\"", -std::numeric_limits<double>::infinity()},
+};
+
+struct NonFiniteWords {
+  std::string text;  // the document with the words replaced; empty if it has none
+  // (index of the placeholder among the document's strings and keys, value)
+  std::vector<std::pair<size_t, double>> values;
+};
+
+NonFiniteWords ReplaceNonFiniteWords(std::string_view text) {
+  NonFiniteWords out;
+  size_t strings = 0;
+  for (size_t i = 0; i < text.size();) {
+    if (text[i] == '"') {  // skip the string; an unterminated one is nlohmann's to report
+      ++strings;
+      for (++i; i < text.size() && text[i] != '"'; i += text[i] == '\\' ? 2 : 1) {
+      }
+      ++i;
+      continue;
+    }
+    const NonFiniteWord* found = nullptr;
+    for (const auto& w : kNonFiniteWords)
+      if (text.substr(i, w.word.size()) == w.word) found = &w;
+    if (found == nullptr) {
+      ++i;
+      continue;
+    }
+    if (out.text.empty()) out.text.assign(text);
+    out.text.replace(i, found->word.size(), found->placeholder);
+    out.values.emplace_back(strings++, found->value);
+    i += found->word.size();
+  }
+  return out;
+}
+
 // Builds the document like nlohmann's own DOM parser, within two limits
 // checked while parsing (a handler returning false stops the reader at once):
 // - no container deeper than kMaxJsonDepth: nlohmann's UBJSON reader recurses
@@ -31,11 +85,14 @@ namespace {
 //   typed as null, true or false ("[$Z#l" and a count) holds values that take
 //   no bytes at all, so 9 bytes made nlohmann build 2^31 nulls (found by
 //   fuzzing). Every value of any other document takes at least one byte.
+// It also turns the placeholders of ReplaceNonFiniteWords back into numbers
+// (one in the place of an object key is an error).
 class LimitedDomBuilder {
  public:
   using json = nlohmann::json;
-  LimitedDomBuilder(json& root, size_t max_values)
-      : dom_(root, /*allow_exceptions=*/false), values_left_(max_values) {}
+  LimitedDomBuilder(json& root, size_t max_values,
+                    const std::vector<std::pair<size_t, double>>* non_finite = nullptr)
+      : dom_(root, /*allow_exceptions=*/false), values_left_(max_values), non_finite_(non_finite) {}
 
   bool null() { return Value() && dom_.null(); }
   bool boolean(bool v) { return Value() && dom_.boolean(v); }
@@ -44,10 +101,18 @@ class LimitedDomBuilder {
   bool number_float(json::number_float_t v, const json::string_t& s) {
     return Value() && dom_.number_float(v, s);
   }
-  bool string(json::string_t& v) { return Value() && dom_.string(v); }
+  bool string(json::string_t& v) {
+    if (NextStringIsNonFinite())
+      return Value() && dom_.number_float(non_finite_->at(next_non_finite_++).second, v);
+    return Value() && dom_.string(v);
+  }
   bool binary(json::binary_t& v) { return Value() && dom_.binary(v); }
   bool start_object(std::size_t n) { return Value() && Enter() && dom_.start_object(n); }
-  bool key(json::string_t& k) { return dom_.key(k); }
+  bool key(json::string_t& k) {
+    if (!NextStringIsNonFinite()) return dom_.key(k);
+    error_ = "NaN, Infinity or -Infinity where an object key belongs";
+    return false;
+  }
   bool end_object() {
     --depth_;
     return dom_.end_object();
@@ -81,16 +146,27 @@ class LimitedDomBuilder {
     return false;
   }
 
+  // Counts a string or key; true if it is the placeholder of a NaN or infinity.
+  bool NextStringIsNonFinite() {
+    const size_t index = strings_seen_++;
+    return non_finite_ != nullptr && next_non_finite_ < non_finite_->size() &&
+           (*non_finite_)[next_non_finite_].first == index;
+  }
+
   nlohmann::detail::json_sax_dom_parser<json> dom_;
   size_t depth_ = 0;
   size_t values_left_;
+  const std::vector<std::pair<size_t, double>>* non_finite_;
+  size_t strings_seen_ = 0;
+  size_t next_non_finite_ = 0;
   std::string error_;
 };
 
-StatusOr<nlohmann::json> ParseLimited(std::string_view bytes, nlohmann::json::input_format_t format,
-                                      const std::string& name, const char* what) {
+StatusOr<nlohmann::json> ParseLimited(
+    std::string_view bytes, nlohmann::json::input_format_t format, const std::string& name,
+    const char* what, const std::vector<std::pair<size_t, double>>* non_finite = nullptr) {
   nlohmann::json doc;
-  LimitedDomBuilder builder(doc, bytes.size());
+  LimitedDomBuilder builder(doc, bytes.size(), non_finite);
   bool ok = false;
   try {
     ok = nlohmann::json::sax_parse(bytes.begin(), bytes.end(), &builder, format);
@@ -106,7 +182,11 @@ StatusOr<nlohmann::json> ParseLimited(std::string_view bytes, nlohmann::json::in
 }  // namespace
 
 StatusOr<nlohmann::json> ParseJsonDocument(std::string_view text, const std::string& name) {
-  return ParseLimited(text, nlohmann::json::input_format_t::json, name, "JSON");
+  const NonFiniteWords words = ReplaceNonFiniteWords(text);
+  if (words.values.empty())
+    return ParseLimited(text, nlohmann::json::input_format_t::json, name, "JSON");
+  return ParseLimited(words.text, nlohmann::json::input_format_t::json, name, "JSON",
+                      &words.values);
 }
 
 StatusOr<nlohmann::json> ParseUbjsonDocument(std::string_view bytes, const std::string& name) {
@@ -307,8 +387,8 @@ StatusOr<std::vector<double>> JsonReader::Doubles(int64_t expected) const {
     if (e.is_number()) {
       out.push_back(e.get<double>());
     } else if (e.is_string()) {
-      // Python's json writes NaN/Infinity as bare tokens that nlohmann rejects,
-      // so exporters write them as strings.
+      // The scikit-learn exporter writes non-finite values as strings
+      // (bare words are read by ParseJsonDocument).
       double v;
       const std::string& s = e.get_ref<const std::string&>();
       if (s == "NaN" || s == "nan") {

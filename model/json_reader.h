@@ -55,6 +55,9 @@ inline constexpr size_t kMaxJsonDepth = 128;
 // Parses JSON (or UBJSON) text; a syntax error names the file, line and
 // column. Refused: a document nested deeper than kMaxJsonDepth, and one with
 // more values than bytes (UBJSON can count values that take no bytes).
+// JSON text may also hold the bare words NaN, Infinity and -Infinity where a
+// value belongs, as XGBoost and Python's json module write non-finite
+// numbers; they are read as numbers. No other spelling (nan, inf, -NaN) is.
 StatusOr<nlohmann::json> ParseJsonDocument(std::string_view text, const std::string& name);
 StatusOr<nlohmann::json> ParseUbjsonDocument(std::string_view bytes, const std::string& name);
 

@@ -10,6 +10,8 @@ OutputRule OutputRule::FromForest(const Forest& f) {
   r.num_outputs = f.num_outputs;
   r.postprocess = f.postprocess;
   r.sigmoid_alpha = f.sigmoid_alpha;
+  r.isolation_denominator = f.isolation_denominator;
+  r.isolation_offset = f.isolation_offset;
   r.aggregation = f.aggregation;
   r.accumulate_precision = f.accumulate_precision;
   r.base_score = f.base_score;
@@ -26,6 +28,14 @@ OutputRule OutputRule::FromForest(const Forest& f) {
 }
 
 namespace {
+
+// IsolationForest._compute_score_samples: 2 ** (-np.divide(depths, d,
+// out=ones, where=d != 0)), negated by score_samples. numpy's power on
+// AVX512 machines is not C's pow: up to 1 ulp apart (docs/sklearn-export.md).
+double IsolationScore(const OutputRule& r, double depths) {
+  const double x = r.isolation_denominator != 0.0 ? depths / r.isolation_denominator : 1.0;
+  return -std::pow(2.0, -x);
+}
 
 template <typename T>
 size_t ArgMax(const T* v, uint32_t n) {
@@ -80,6 +90,9 @@ void TransformFloat32(const OutputRule& r, const double* margin, double* out) {
       out[0] = static_cast<double>(best);
       return;
     }
+    case Postprocess::kIsolationScore:  // float64 only (Forest::Validate, FORMAT.md)
+      out[0] = IsolationScore(r, margin[0]);
+      return;
   }
 }
 
@@ -117,6 +130,9 @@ void TransformFloat64(const OutputRule& r, const double* margin, double* out) {
     case Postprocess::kClassIndex:
       out[0] = static_cast<double>(ArgMax(margin, n));
       return;
+    case Postprocess::kIsolationScore:
+      out[0] = IsolationScore(r, margin[0]);
+      return;
   }
 }
 
@@ -127,6 +143,22 @@ void OutputRule::Transform(const double* margin, double* out) const {
     TransformFloat32(*this, margin, out);
   } else {
     TransformFloat64(*this, margin, out);
+  }
+}
+
+StatusOr<IsolationMethod> ParseIsolationMethod(const std::string& name) {
+  if (name == "score_samples") return IsolationMethod::kScoreSamples;
+  if (name == "decision_function") return IsolationMethod::kDecisionFunction;
+  if (name == "predict") return IsolationMethod::kPredict;
+  return Status::InvalidArgument("method '" + name.substr(0, 40) +
+                                 "' is not score_samples, decision_function or predict");
+}
+
+void ApplyIsolationMethod(IsolationMethod method, double offset, double* scores, size_t n) {
+  if (method == IsolationMethod::kScoreSamples) return;
+  for (size_t i = 0; i < n; ++i) {
+    const double decision = scores[i] - offset;
+    scores[i] = method == IsolationMethod::kDecisionFunction ? decision : decision < 0 ? -1.0 : 1.0;
   }
 }
 

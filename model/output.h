@@ -4,10 +4,13 @@
 // bits.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "model/forest.h"
+#include "util/status.h"
 
 namespace pacset {
 
@@ -15,6 +18,8 @@ struct OutputRule {
   uint32_t num_outputs = 1;
   Postprocess postprocess = Postprocess::kIdentity;
   double sigmoid_alpha = 1.0;
+  double isolation_denominator = 0.0;  // Postprocess::kIsolationScore only
+  double isolation_offset = 0.0;
   Aggregation aggregation = Aggregation::kSum;
   Precision accumulate_precision = Precision::kFloat64;
   std::vector<double> base_score;        // per output
@@ -47,5 +52,20 @@ struct OutputRule {
   // run in float32 with expf; the others in float64).
   void Transform(const double* margin, double* out) const;
 };
+
+// scikit-learn IsolationForest's three outputs. pacset computes
+// score_samples (Postprocess::kIsolationScore); the other two follow from it
+// exactly as sklearn derives them (ensemble/_iforest.py).
+enum class IsolationMethod : uint8_t {
+  kScoreSamples = 0,
+  kDecisionFunction = 1,  // score_samples - offset_
+  kPredict = 2,           // -1 where decision_function < 0, else 1
+};
+
+// Parses "score_samples", "decision_function", "predict".
+StatusOr<IsolationMethod> ParseIsolationMethod(const std::string& name);
+
+// Turns `n` score_samples values into `method`'s values, in place.
+void ApplyIsolationMethod(IsolationMethod method, double offset, double* scores, size_t n);
 
 }  // namespace pacset

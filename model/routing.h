@@ -91,9 +91,9 @@ inline int32_t ForestChild(const Forest& f, uint64_t g, const double* row) {
                                             f.category_words.data())
                : CategoricalGoesLeft<double>(x, f.flags[g], s, f.category_words.data());
   } else {
-    left = f32 ? GoesLeft<float>(static_cast<float>(x), static_cast<float>(f.threshold[g]),
-                                 f.flags[g])
-               : GoesLeft<double>(x, f.threshold[g], f.flags[g]);
+    left =
+        f32 ? GoesLeft<float>(static_cast<float>(x), static_cast<float>(f.threshold[g]), f.flags[g])
+            : GoesLeft<double>(x, f.threshold[g], f.flags[g]);
   }
   return left ? f.left_child[g] : f.right_child[g];
 }

@@ -40,7 +40,7 @@ done
 # the reader must handle: leaf records of width 1 and 3, inline classes,
 # every postprocess, compact and wide nodes, 256 B and 4 KiB blocks, format
 # versions 2 and 3.
-if [ ! -f $B/seeds-3.done ]; then
+if [ ! -f $B/seeds-4.done ]; then
   M=$B/seed-models
   mkdir -p "$M" "$C"/{xgboost_json,xgboost_ubjson,sklearn_json,sklearn_stream,csv,pac_file,pac_structure}
   /usr/bin/python3 - "$C" "$M" tools/pacset-sklearn-export <<'PY'
@@ -65,6 +65,18 @@ for name, params, label in [("binary", {"objective": "binary:logistic"}, y),
                             ("reg", {"objective": "reg:squarederror"}, X[:, 0] + X[:, 1]),
                             ("poisson", {"objective": "count:poisson"}, counts)]:
     b = xgb.train({**params, "max_depth": 3}, xgb.DMatrix(X, label=label), 3)
+    open(os.path.join(c, "xgboost_json", name + ".json"), "wb").write(bytes(b.save_raw("json")))
+    open(os.path.join(c, "xgboost_ubjson", name + ".ubj"), "wb").write(bytes(b.save_raw("ubj")))
+# XGBoost categorical splits (partition-based and one-hot; the JSON holds bare
+# NaN split conditions) and DART (weight_drop).
+Xc = np.column_stack([rng.integers(0, 40, 300), rng.integers(0, 3, 300), X[:, 0]]).astype(float)
+Xc[rng.random(size=Xc.shape) < 0.1] = np.nan
+dc = xgb.DMatrix(Xc, label=y, feature_types=["c", "c", "q"], enable_categorical=True)
+for name, data, params in [
+        ("cat", None, {"tree_method": "hist", "max_cat_to_onehot": 1}),
+        ("cat_onehot", None, {"tree_method": "hist", "max_cat_to_onehot": 8}),
+        ("dart", xgb.DMatrix(X, label=y), {"booster": "dart", "rate_drop": 0.5})]:
+    b = xgb.train({**params, "objective": "binary:logistic", "max_depth": 3}, data or dc, 3)
     open(os.path.join(c, "xgboost_json", name + ".json"), "wb").write(bytes(b.save_raw("json")))
     open(os.path.join(c, "xgboost_ubjson", name + ".ubj"), "wb").write(bytes(b.save_raw("ubj")))
 # scikit-learn: 3 classes (leaf records of width 3, inline classes; boosting
@@ -106,7 +118,7 @@ PY
   done
   cp "$M"/*.pac "$C/pac_file/"
   cp "$M"/*.pac "$C/pac_structure/"
-  touch $B/seeds-3.done
+  touch $B/seeds-4.done
 fi
 export ASAN_OPTIONS=detect_leaks=0
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1

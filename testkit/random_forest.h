@@ -188,10 +188,10 @@ inline RowMatrix MakeAdversarialRows(const Forest& f, size_t n, uint32_t seed) {
                              1e300};
   // Values around categories: integers in and beyond the sets, fractions,
   // negatives, -0, the edges of each rule's range.
-  const double categories[] = {0.0,  -0.0, 0.5,   0.999, 1.0,        7.0,        31.0,
-                               32.0, 33.5, 69.0,  70.0,  255.0,      256.0,      -0.5,
-                               -1.0, -1e-30, 16777215.0, 16777216.0, 2147483647.0,
-                               2147483648.0, 4294967296.0};
+  const double categories[] = {
+      0.0,  -0.0,   0.5,        0.999,      1.0,          7.0,          31.0,
+      32.0, 33.5,   69.0,       70.0,       255.0,        256.0,        -0.5,
+      -1.0, -1e-30, 16777215.0, 16777216.0, 2147483647.0, 2147483648.0, 4294967296.0};
   const bool categorical = !f.categorical_splits.empty();
   for (size_t r = 0; r < n; ++r) {
     for (uint32_t c = 0; c < f.num_features; ++c) {

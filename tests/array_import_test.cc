@@ -114,7 +114,7 @@ TEST(SklearnArrays, ErrorsNameTheTreeAndField) {
             std::string::npos)
       << f.status().message();
   e = d.Estimator();
-  e.estimator = "IsolationForest";
+  e.estimator = "BaggingRegressor";
   EXPECT_EQ(ImportSklearnArrays(e, "est").status().code(), StatusCode::kNotSupported);
 }
 

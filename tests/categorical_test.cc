@@ -51,10 +51,21 @@ TEST(CategoryRules, XgboostSendsItsSetRightAndEverythingElseLeft) {
   const struct {
     float x;
     const char* side;
-  } cases[] = {{3, "right"},         {3.5f, "right"},       {3.99f, "right"}, {5, "right"},
-               {4, "left"},          {0, "left"},           {-0.0f, "left"},  {-0.5f, "left"},
-               {-1e-40f, "left"},    {16777216.0f, "left"}, {1e9f, "left"},   {std::numeric_limits<float>::infinity(), "left"},
-               {-std::numeric_limits<float>::infinity(), "left"}, {2.999f, "left"}, {100, "left"}};
+  } cases[] = {{3, "right"},
+               {3.5f, "right"},
+               {3.99f, "right"},
+               {5, "right"},
+               {4, "left"},
+               {0, "left"},
+               {-0.0f, "left"},
+               {-0.5f, "left"},
+               {-1e-40f, "left"},
+               {16777216.0f, "left"},
+               {1e9f, "left"},
+               {std::numeric_limits<float>::infinity(), "left"},
+               {-std::numeric_limits<float>::infinity(), "left"},
+               {2.999f, "left"},
+               {100, "left"}};
   for (const auto& c : cases) EXPECT_STREQ(s.Side(c.x), c.side) << c.x;
   EXPECT_STREQ(s.Side<float>(kNan), "right");
   const OneSplit zero(CategoryRule::kXgboost, OutsideDirection::kLeft, true, {}, {0});
@@ -72,8 +83,8 @@ TEST(CategoryRules, LightgbmTruncatesTowardZeroAndSendsTheRestRight) {
   const struct {
     double x;
     const char* side;
-  } cases[] = {{3, "left"},   {3.7, "left"},       {0, "left"},         {-0.0, "left"},
-               {-0.5, "left"}, {-0.999, "left"},   {-1, "right"},       {4, "right"},
+  } cases[] = {{3, "left"},    {3.7, "left"},           {0, "left"},     {-0.0, "left"},
+               {-0.5, "left"}, {-0.999, "left"},        {-1, "right"},   {4, "right"},
                {5.5, "left"},  {2147483648.0, "right"}, {kInf, "right"}, {-kInf, "right"},
                {kNan, "right"}};
   for (const auto& c : cases) EXPECT_STREQ(s.Side(c.x), c.side) << c.x;
@@ -93,8 +104,7 @@ TEST(CategoryRules, SklearnSendsUnknownAndNegativeValuesTheMissingWay) {
     EXPECT_STREQ(s.Side(40.0), "right");
     for (double x : {kNan, -0.5, -1.0, 6.0, 39.0, 255.0, 1e12, kInf})
       EXPECT_STREQ(s.Side(x), missing) << x;
-    const OneSplit zero(CategoryRule::kSklearn, OutsideDirection::kDefault, default_left, {},
-                        {0});
+    const OneSplit zero(CategoryRule::kSklearn, OutsideDirection::kDefault, default_left, {}, {0});
     EXPECT_STREQ(zero.Side(-0.0), "right") << "-0.0 is category 0";
     EXPECT_STREQ(zero.Side(0.5), "right");
   }

@@ -263,6 +263,136 @@ TEST(HostilePac, ASharedNodeOrAWrongNodeCountIsFoundByTheWholeFileChecks) {
   }
 }
 
+// The first categorical node reached from tree 0 onwards (depth first), or
+// UINT64_MAX.
+template <typename NodeT>
+uint64_t FirstCategoricalNode(const PacEditor& ed) {
+  for (uint64_t t = 0; t < ed.header().num_trees; ++t) {
+    const TreeRecord r = ed.Tree(t);
+    std::vector<uint64_t> stack;
+    if (r.root_kind == static_cast<uint8_t>(RefKind::kNode)) stack.push_back(r.root);
+    while (!stack.empty()) {
+      const uint64_t ref = stack.back();
+      stack.pop_back();
+      const NodeT n = ed.Node<NodeT>(ref);
+      uint32_t flags;
+      if constexpr (std::is_same_v<NodeT, CompactNode>) {
+        flags = n.feature_flags >> 24;
+      } else {
+        flags = n.flags;
+      }
+      if (flags & kNodeFlagCategorical) return ref;
+      if (((flags >> kLeftKindShift) & 3) == 0) stack.push_back(n.left);
+      if (((flags >> kRightKindShift) & 3) == 0) stack.push_back(n.right);
+    }
+  }
+  return UINT64_MAX;
+}
+
+// A categorical node's split index (the bits of its threshold) and its
+// outside direction come from the file: an index past the split records, or
+// the reserved direction 3, is corruption on every path (FORMAT.md §5 rule
+// 22), never a read outside the split table.
+template <typename NodeT>
+void ExpectCategoricalNodeEditsRefused(const Forest& f, const std::string& packed) {
+  PacEditor probe(packed);
+  const uint64_t ref = FirstCategoricalNode<NodeT>(probe);
+  ASSERT_NE(ref, UINT64_MAX);
+  const uint64_t splits = f.categorical_splits.size();
+  for (uint64_t index : {splits, splits + 1, uint64_t{0xFFFFFFFF}}) {
+    PacEditor ed(packed);
+    NodeT n = ed.Node<NodeT>(ref);
+    if constexpr (std::is_same_v<NodeT, CompactNode>) {
+      const uint32_t i = static_cast<uint32_t>(index);
+      std::memcpy(&n.threshold, &i, 4);
+    } else {
+      std::memcpy(&n.threshold, &index, 8);
+    }
+    ed.SetNode(ref, n);
+    const std::string msg = EveryPath(ed.Reseal(), f);
+    EXPECT_NE(msg.find("categorical"), std::string::npos) << index << ": " << msg;
+  }
+  PacEditor ed(packed);
+  NodeT n = ed.Node<NodeT>(ref);
+  if constexpr (std::is_same_v<NodeT, CompactNode>) {
+    n.feature_flags |= uint32_t{kNodeFlagOutsideMask} << 24;
+  } else {
+    n.flags |= kNodeFlagOutsideMask;
+  }
+  ed.SetNode(ref, n);
+  const std::string msg = EveryPath(ed.Reseal(), f);
+  EXPECT_NE(msg.find("outside direction"), std::string::npos) << msg;
+}
+
+TEST(HostilePac, ACategoricalNodeNamingNoSplitOrTheReservedDirectionIsCorruptionOnEveryPath) {
+  RandomForestSpec spec;
+  spec.flavor = Flavor::kXgboost;
+  spec.trees = 8;
+  spec.max_depth = 5;
+  spec.outputs = 3;
+  spec.seed = 17;
+  spec.categorical_probability = 0.4;
+  const Forest f = MakeRandomForest(spec);
+  ASSERT_FALSE(f.categorical_splits.empty());
+  ExpectCategoricalNodeEditsRefused<CompactNode>(f, Pack(f, 4096, false));
+  ExpectCategoricalNodeEditsRefused<WideNode>(f, Pack(f, 256, true));
+}
+
+// A split record's sets must lie inside the category words and its rule be
+// known; the two sections come together (rules 18 and 20): refused at open.
+TEST(HostilePac, ACategoricalSplitRecordOutsideTheWordsIsRefusedAtOpen) {
+  RandomForestSpec spec;
+  spec.flavor = Flavor::kLightgbm;
+  spec.trees = 6;
+  spec.max_depth = 4;
+  spec.outputs = 1;
+  spec.seed = 3;
+  spec.categorical_probability = 0.5;
+  const Forest f = MakeRandomForest(spec);
+  ASSERT_FALSE(f.categorical_splits.empty());
+  for (uint32_t bs : {256u, 4096u}) {
+    const std::string packed = Pack(f, bs, false);
+    const PacEditor probe(packed);
+    const SectionEntry& sec = *probe.header().FindSection(SectionType::kCategoricalSplits);
+    const uint64_t words = probe.header().FindSection(SectionType::kCategoryWords)->count;
+    const uint64_t at = SectionRecordOffset(sec, bs, 0);
+    const auto edit = [&](auto change) {
+      PacEditor ed(packed);
+      CategoricalSplitRecord r;
+      std::memcpy(&r, ed.bytes().data() + at, sizeof(r));
+      change(r);
+      std::memcpy(ed.bytes().data() + at, &r, sizeof(r));
+      auto file = PacFile::FromBuffer(ed.Reseal(), "hostile.pac");
+      EXPECT_FALSE(file.ok());
+      return file.ok() ? std::string() : file.status().message();
+    };
+    EXPECT_NE(edit([](CategoricalSplitRecord& r) { r.rule = 3; }).find("unknown rule"),
+              std::string::npos);
+    EXPECT_NE(edit([&](CategoricalSplitRecord& r) {
+                r.left_first = static_cast<uint32_t>(words);
+                r.left_words = 1;
+              }).find("outside the category words"),
+              std::string::npos);
+    EXPECT_NE(edit([&](CategoricalSplitRecord& r) {
+                r.right_first = 0xFFFFFFFF;
+                r.right_words = 0xFFFF;
+              }).find("outside the category words"),
+              std::string::npos);
+    // Section 7 renamed to an unknown optional type: words without splits.
+    PacEditor ed(packed);
+    const auto& secs = ed.header().sections;
+    size_t i = 0;
+    while (secs[i].type != static_cast<uint32_t>(SectionType::kCategoricalSplits)) ++i;
+    const uint32_t entry = static_cast<uint32_t>(FixedHeaderSize(ed.header().version) + 32 * i);
+    ed.SetHeaderField<uint32_t>(entry, 99);
+    ed.SetHeaderField<uint32_t>(entry + 4, 0);
+    auto file = PacFile::FromBuffer(ed.Reseal(), "hostile.pac");
+    ASSERT_FALSE(file.ok());
+    EXPECT_NE(file.status().message().find("category words without"), std::string::npos)
+        << file.status().ToString();
+  }
+}
+
 // Random field edits anywhere in the node region and the tree table, every
 // checksum fixed up: each file gives results or errors on every path.
 TEST(HostilePac, RandomEditsPastTheChecksumsNeverBreakAReader) {

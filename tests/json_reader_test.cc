@@ -126,5 +126,36 @@ TEST(JsonDepthLimit, SyntaxErrorsStillNameLineAndColumn) {
       << bad.status().ToString();
 }
 
+TEST(JsonNonFiniteWords, BareNanAndInfinitiesAreReadAsNumbers) {
+  auto j = ParseJsonDocument(
+      R"({"a": [NaN, Infinity, -Infinity, 1.5, "NaN", "x Infinity"], "NaN": -Infinity})", "m.json");
+  ASSERT_TRUE(j.ok()) << j.status().ToString();
+  const auto& a = (*j)["a"];
+  EXPECT_TRUE(a[0].is_number_float() && std::isnan(a[0].get<double>()));
+  EXPECT_EQ(a[1].get<double>(), HUGE_VAL);
+  EXPECT_EQ(a[2].get<double>(), -HUGE_VAL);
+  EXPECT_EQ(a[3].get<double>(), 1.5);
+  // Words inside strings, and keys spelled like them, stay strings.
+  EXPECT_EQ(a[4].get<std::string>(), "NaN");
+  EXPECT_EQ(a[5].get<std::string>(), "x Infinity");
+  EXPECT_EQ((*j)["NaN"].get<double>(), -HUGE_VAL);
+}
+
+TEST(JsonNonFiniteWords, OtherSpellingsAndKeyPositionsAreSyntaxErrors) {
+  for (const char* text :
+       {"[nan]", "[-NaN]", "[inf]", "[+Infinity]", "[NaNa]", "[Infinit]", "{NaN: 1}", "[1, NaN"}) {
+    auto j = ParseJsonDocument(text, "m.json");
+    EXPECT_FALSE(j.ok()) << text;
+  }
+}
+
+TEST(JsonNonFiniteWords, SyntaxErrorAfterAWordStillNamesItsColumn) {
+  // The word is replaced by a placeholder of its length: columns do not move.
+  auto j = ParseJsonDocument("[-Infinity, NaN,\n 1,, 2]", "m.json");
+  ASSERT_FALSE(j.ok());
+  EXPECT_NE(j.status().message().find("line 2, column 4"), std::string::npos)
+      << j.status().message();
+}
+
 }  // namespace
 }  // namespace pacset

@@ -343,10 +343,16 @@ TEST(Engine, LeafIdsNeedTheLeafIdSection) {
 // blocks per row has nothing left to approximate: it must equal the mean of
 // the blocks the engine actually touches for those rows (an independent
 // count: the engine walks the packed file).
+// Categorical splits are nodes like any other: weights, placement and the
+// count route them as the engine does.
 TEST(BinChoice, EstimateEqualsTheEngineCountForOneTreeCalibratedOnTheRows) {
-  for (Flavor flavor : {Flavor::kXgboost, Flavor::kSklearnProba}) {
+  for (auto [flavor, categorical] : {std::pair{Flavor::kXgboost, 0.0},
+                                     {Flavor::kSklearnProba, 0.0},
+                                     {Flavor::kXgboost, 0.5},
+                                     {Flavor::kLightgbm, 0.5}}) {
     RandomForestSpec spec;
     spec.flavor = flavor;
+    spec.categorical_probability = categorical;
     spec.outputs = 12;  // sklearn: 96-byte leaf records, often not in their parent's block
     spec.trees = 1;
     spec.max_depth = 16;
@@ -371,7 +377,7 @@ TEST(BinChoice, EstimateEqualsTheEngineCountForOneTreeCalibratedOnTheRows) {
         ASSERT_GT(e->file().header().node_block_count, 3u) << "need several blocks";
         EXPECT_NEAR(r.expected_blocks_per_row, counted->mean(), 1e-9 * counted->mean())
             << LayoutKindName(layout) << " depth " << depth << " flavor "
-            << static_cast<int>(flavor);
+            << static_cast<int>(flavor) << " categorical " << categorical;
       }
     }
   }
@@ -413,27 +419,37 @@ TEST(BinChoice, ChoosesTheCandidateWithTheFewestExpectedBlocks) {
 // the true minimum for them.
 TEST(BinChoice, CountsOnScoreRowsEqualTheEngineCounts) {
   const Forest f = ForestForBins(30, Flavor::kSklearnProba, /*outputs=*/12);
-  const RowMatrix rows = MakeAdversarialRows(f, 300, 8);
-  for (LayoutKind layout : {LayoutKind::kPacset, LayoutKind::kBinBfs}) {
-    PackOptions o;
-    o.layout = layout;
-    o.block_size = 4096;
-    o.score_rows = &rows;
-    PackReport r;
-    ASSERT_NE(PackAndOpen(f, o, &r), nullptr);
-    EXPECT_EQ(r.scored_rows, 300u);
-    ASSERT_GE(r.candidates.size(), 3u);
-    for (const LayoutCandidate& c : r.candidates) {
-      PackOptions forced = o;
-      forced.bin_depth = c.bin_depth;
-      forced.trees_per_bin = c.trees_per_bin;
-      auto e = PackAndOpen(f, forced);
-      ASSERT_NE(e, nullptr);
-      auto counted = CountBlocksPerRow(*e, rows);
-      ASSERT_TRUE(counted.ok());
-      EXPECT_NEAR(c.blocks_per_row, counted->mean(), 1e-9)
-          << LayoutKindName(layout) << " depth " << c.bin_depth;
-      EXPECT_LE(r.candidates[r.chosen_candidate].blocks_per_row, counted->mean());
+  RandomForestSpec categorical_spec;
+  categorical_spec.flavor = Flavor::kXgboost;
+  categorical_spec.outputs = 3;
+  categorical_spec.trees = 30;
+  categorical_spec.max_depth = 14;
+  categorical_spec.split_probability = 0.9;
+  categorical_spec.categorical_probability = 0.4;
+  const Forest categorical = MakeRandomForest(categorical_spec);
+  for (const Forest* forest : {&f, &categorical}) {
+    const RowMatrix rows = MakeAdversarialRows(*forest, 300, 8);
+    for (LayoutKind layout : {LayoutKind::kPacset, LayoutKind::kBinBfs}) {
+      PackOptions o;
+      o.layout = layout;
+      o.block_size = 4096;
+      o.score_rows = &rows;
+      PackReport r;
+      ASSERT_NE(PackAndOpen(*forest, o, &r), nullptr);
+      EXPECT_EQ(r.scored_rows, 300u);
+      ASSERT_GE(r.candidates.size(), 3u);
+      for (const LayoutCandidate& c : r.candidates) {
+        PackOptions forced = o;
+        forced.bin_depth = c.bin_depth;
+        forced.trees_per_bin = c.trees_per_bin;
+        auto e = PackAndOpen(*forest, forced);
+        ASSERT_NE(e, nullptr);
+        auto counted = CountBlocksPerRow(*e, rows);
+        ASSERT_TRUE(counted.ok());
+        EXPECT_NEAR(c.blocks_per_row, counted->mean(), 1e-9)
+            << LayoutKindName(layout) << " depth " << c.bin_depth;
+        EXPECT_LE(r.candidates[r.chosen_candidate].blocks_per_row, counted->mean());
+      }
     }
   }
   // Many rows: counted on 2,000 of them.

@@ -615,6 +615,54 @@ const RejectedEdit kRejectedEdits[] = {
      "line 18 (Tree=0 decision_type): node 1 has decision_type 14"},
     {"DecisionTypeBit4", "decision_type=2 2 2", "decision_type=2 2 16",
      "node 2 has decision_type 16"},
+    // Categorical splits: num_cat, cat_boundaries, cat_threshold and the
+    // node's set index must agree (categorical.txt: node 1 names set 0).
+    {"NumCatAboveTheBoundaries", "num_cat=1", "num_cat=2",
+     "model.txt line 27 (Tree=0 cat_boundaries): expected 3 values (num_cat + 1), found 2",
+     kInvalid, "categorical.txt"},
+    {"CatBoundariesDecrease", "cat_boundaries=0 1", "cat_boundaries=1 0",
+     "line 27 (Tree=0 cat_boundaries): entry 1 (0) is below entry 0; the entries are offsets "
+     "into cat_threshold, non-negative and non-decreasing",
+     kInvalid, "categorical.txt"},
+    {"CatBoundaryNegative", "cat_boundaries=0 1", "cat_boundaries=-1 1",
+     "(Tree=0 cat_boundaries): entry 0 (-1) is below 0", kInvalid, "categorical.txt"},
+    {"CatBoundaryNotAnInteger", "cat_boundaries=0 1", "cat_boundaries=0 1.0",
+     "(Tree=0 cat_boundaries): entry 1 '1.0' is not an integer", kInvalid, "categorical.txt"},
+    {"CatBoundariesBeyondCatThreshold", "cat_boundaries=0 1", "cat_boundaries=0 2",
+     "model.txt line 28 (Tree=0 cat_threshold): expected 2 values (the last cat_boundaries "
+     "entry), found 1",
+     kInvalid, "categorical.txt"},
+    {"CatThresholdBeyondTheBoundaries", "cat_threshold=10", "cat_threshold=10 3",
+     "(Tree=0 cat_threshold): expected 1 values (the last cat_boundaries entry), found 2", kInvalid,
+     "categorical.txt"},
+    {"CatThresholdWordNegative", "cat_threshold=10", "cat_threshold=-10",
+     "line 28 (Tree=0 cat_threshold): entry 0 (-10) is not a 32-bit bitset word "
+     "(0..4294967295)",
+     kInvalid, "categorical.txt"},
+    {"CatThresholdWordAbove32Bits", "cat_threshold=10", "cat_threshold=4294967296",
+     "entry 0 (4294967296) is not a 32-bit bitset word", kInvalid, "categorical.txt"},
+    {"CatThresholdWordNotAnInteger", "cat_threshold=10", "cat_threshold=1e1",
+     "(Tree=0 cat_threshold): entry 0 '1e1' is not an integer", kInvalid, "categorical.txt"},
+    {"MissingCatBoundaries", "cat_boundaries=0 1\n", "",
+     "model.txt line 12 (Tree=0): missing key cat_boundaries", kInvalid, "categorical.txt"},
+    {"MissingCatThreshold", "cat_threshold=10\n", "",
+     "model.txt line 12 (Tree=0): missing key cat_threshold", kInvalid, "categorical.txt"},
+    {"CategoricalNodeWithoutNumCat", "num_cat=1", "num_cat=0",
+     "model.txt line 18 (Tree=0 decision_type): node 1 is a categorical split but num_cat is 0",
+     kInvalid, "categorical.txt"},
+    {"CategoricalSetIndexBeyondNumCat", "threshold=4.5 0", "threshold=4.5 1",
+     "model.txt line 17 (Tree=0 threshold): node 1 is a categorical split whose threshold '1' "
+     "is not a category set index 0..0 (num_cat - 1)",
+     kInvalid, "categorical.txt"},
+    {"CategoricalSetIndexNotAnInteger", "threshold=4.5 0", "threshold=4.5 0.5",
+     "node 1 is a categorical split whose threshold '0.5' is not a category set index", kInvalid,
+     "categorical.txt"},
+    {"CategoricalSetIndexNegative", "threshold=4.5 0", "threshold=4.5 -1",
+     "threshold '-1' is not a category set index", kInvalid, "categorical.txt"},
+    {"CategoricalSetIndexNan", "threshold=4.5 0", "threshold=4.5 nan",
+     "threshold 'nan' is not a category set index", kInvalid, "categorical.txt"},
+    {"CategoricalDecisionTypeBit3", "decision_type=2 1", "decision_type=2 13",
+     "node 1 has decision_type 13", kInvalid, "categorical.txt"},
     // tree_sizes must match the tree blocks.
     {"TreeSizeOneByteOff", "tree_sizes=378 356", "tree_sizes=378 357",
      "model.txt line 10 (tree_sizes): Tree=1 takes 356 bytes but tree_sizes says 357"},
@@ -636,12 +684,6 @@ INSTANTIATE_TEST_SUITE_P(LightgbmImport, LightgbmRejectedEdit, ::testing::Values
                          [](const ::testing::TestParamInfo<RejectedEdit>& p) {
                            return std::string(p.param.name);
                          });
-
-TEST(LightgbmImport, CategoricalSplitIsNotSupportedAndNamesTreeAndNode) {
-  auto f = Import("categorical.txt");
-  EXPECT_ERROR(f, StatusCode::kNotSupported,
-               "categorical.txt line 18 (Tree=0 decision_type): node 1 is a categorical split");
-}
 
 TEST(LightgbmImport, TreesThatMakeNoWholeIterationAreRejected) {
   // Five trees cannot make whole iterations of three.
@@ -701,9 +743,10 @@ TEST(LightgbmImport, CrlfLineEndingsAreReadWithoutTreeSizes) {
 
 // ---- robustness: never crash, return an error or a valid forest ----
 
-const char* const kFixtures[] = {"regression.txt",  "binary.txt",        "binary_sigmoid_0.7.txt",
-                                 "multiclass.txt",  "random_forest.txt", "missing_types.txt",
-                                 "single_leaf.txt", "categorical.txt"};
+const char* const kFixtures[] = {
+    "regression.txt",  "binary.txt",        "binary_sigmoid_0.7.txt",
+    "multiclass.txt",  "random_forest.txt", "missing_types.txt",
+    "single_leaf.txt", "categorical.txt",   "categorical_multiclass.txt"};
 
 TEST(LightgbmImport, EveryPrefixOfEveryFixtureIsAnErrorOrAValidForest) {
   for (const char* name : kFixtures) {
@@ -726,7 +769,8 @@ TEST(LightgbmImport, EveryPrefixOfEveryFixtureIsAnErrorOrAValidForest) {
 }
 
 TEST(LightgbmImport, SingleByteCorruptionsNeverCrash) {
-  for (const char* name : {"regression.txt", "missing_types.txt", "multiclass.txt"}) {
+  for (const char* name :
+       {"regression.txt", "missing_types.txt", "multiclass.txt", "categorical.txt"}) {
     const std::string text = ReadFixture(name);
     for (size_t i = 0; i < text.size(); ++i) {
       for (char c : {'0', '9', '-', ' ', '\n', '=', 'x', '\0'}) {

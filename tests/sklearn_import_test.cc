@@ -331,9 +331,9 @@ TEST(SklearnImport, RejectsADocumentOfAnotherFormat) {
 
 TEST(SklearnImport, RejectsAnUnsupportedEstimator) {
   json doc = ForestClassifier();
-  doc["estimator"] = "IsolationForest";
+  doc["estimator"] = "BaggingRegressor";
   ExpectError(doc, StatusCode::kNotSupported,
-              {"estimator", "'IsolationForest' is not supported", "RandomForestClassifier"});
+              {"estimator", "'BaggingRegressor' is not supported", "RandomForestClassifier"});
 }
 
 TEST(SklearnImport, RejectsAnUnsupportedLoss) {

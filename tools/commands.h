@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "model/import.h"
+#include "model/output.h"
 #include "util/status.h"
 
 namespace pacset {
@@ -24,6 +25,10 @@ struct PredictOptions {
   ModelFormat format = ModelFormat::kAuto;
   bool margin = false;  // raw scores instead of probabilities
   bool leaf = false;    // leaf index per tree instead of predictions
+  // scikit-learn IsolationForest only: which method's output to write,
+  // score_samples (the default, what the engine computes), decision_function
+  // or predict (model/output.h IsolationMethod). Empty: score_samples.
+  std::string method;
   int threads = 1;
   int repeat = 1;       // predict the batch this many times (benchmarking)
   bool timing = false;  // print the prediction time (CSV and model loading excluded) to stderr
@@ -49,6 +54,13 @@ struct PredictOptions {
   // request costs when the model does not stay in memory).
   bool evict_between_rows = false;
 };
+
+// opts.method applied to `n` predictions (one column) in place: nothing
+// without --method; an error naming what to do instead when the model is no
+// IsolationForest or the output is margins or leaf ids.
+Status ApplyPredictMethod(const PredictOptions& opts, const OutputRule& rule, double* result,
+                          size_t n);
+
 Status RunPredict(const PredictOptions& opts);
 Status RunPredictFromStore(const PredictOptions& opts);
 

@@ -94,6 +94,10 @@ Status InfoForPac(const std::string& path, bool json) {
         {"file_id", h.file_id},
         {"source", source.is_object() ? source : nlohmann::json::object()},
     };
+    if (file->postprocess_params().size() == 2) {  // isolation score
+      j["isolation_denominator"] = file->postprocess_params()[0];
+      j["isolation_offset"] = file->postprocess_params()[1];
+    }
     std::printf("%s\n", j.dump(2).c_str());
     return Status::Ok();
   }
@@ -111,9 +115,16 @@ Status InfoForPac(const std::string& path, bool json) {
               static_cast<unsigned long long>(h.num_trees), h.max_depth,
               AggregationName(static_cast<Aggregation>(h.aggregation)),
               PostprocessName(static_cast<Postprocess>(h.postprocess)));
+  if (file->postprocess_params().size() == 2)
+    std::printf("isolation:     score -2^(-sum / %.17g), offset_ %.17g (--method)\n",
+                file->postprocess_params()[0], file->postprocess_params()[1]);
   std::printf("nodes:         %llu internal, %llu leaf records (other leaves inlined)\n",
               static_cast<unsigned long long>(h.num_nodes),
               static_cast<unsigned long long>(h.num_leaf_records));
+  if (!file->categorical_splits().empty())
+    std::printf("categorical:   %zu splits, their category sets %s (read at open)\n",
+                file->categorical_splits().size(),
+                FormatByteSize(file->category_words().size() * 4).c_str());
   std::printf("node format:   %s (%u bytes per node)\n",
               NodeFormatName(static_cast<NodeFormat>(h.node_format)), h.node_format == 0 ? 16 : 32);
   std::printf("layout:        %s", LayoutKindName(static_cast<LayoutKind>(h.layout)));
@@ -180,8 +191,14 @@ Status RunInfo(const InfoOptions& opts) {
   std::printf("outputs:      %u (leaf width %u)\n", f.num_outputs, f.leaf_width);
   std::printf("trees:        %zu\n", f.num_trees());
   std::printf("nodes:        %zu (%zu leaves, max depth %zu)\n", f.num_nodes(), leaves, max_depth);
+  if (!f.categorical_splits.empty())
+    std::printf("categorical:  %zu splits (%zu category words)\n", f.categorical_splits.size(),
+                f.category_words.size());
   std::printf("aggregation:  %s\n", AggregationName(f.aggregation));
   std::printf("postprocess:  %s\n", PostprocessName(f.postprocess));
+  if (f.postprocess == Postprocess::kIsolationScore)
+    std::printf("isolation:    score -2^(-sum / %.17g), offset_ %.17g (--method)\n",
+                f.isolation_denominator, f.isolation_offset);
   std::printf("precision:    input %s, accumulate %s\n",
               f.input_precision == Precision::kFloat32 ? "float32" : "float64",
               f.accumulate_precision == Precision::kFloat32 ? "float32" : "float64");

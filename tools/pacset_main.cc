@@ -92,6 +92,11 @@ int main(int argc, char** argv) {
   p->add_option("-o,--output", predict.output, "Output CSV (default: standard output)");
   p->add_flag("--margin", predict.margin, "Write raw scores (margins) instead of predictions");
   p->add_flag("--leaf", predict.leaf, "Write the leaf index reached in every tree");
+  p->add_option("--method", predict.method,
+                "scikit-learn IsolationForest: the method whose output to write, score_samples "
+                "(the default), decision_function (score_samples - offset_) or predict (-1 "
+                "outlier, 1 inlier)")
+      ->check(CLI::IsMember({"score_samples", "decision_function", "predict"}));
   p->add_option("-j,--threads", predict.threads, "Worker threads")->check(CLI::Range(1, 1024));
   p->add_option("--repeat", predict.repeat, "Predict the rows this many times (benchmarking)")
       ->check(CLI::Range(1, 1000000));

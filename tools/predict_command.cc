@@ -156,6 +156,9 @@ Status PredictWithPacMarked(const PacEngine& engine, const RowMatrix& rows,
     PACSET_RETURN_IF_ERROR(first_error);
   }
   PACSET_RETURN_IF_ERROR(marker->status());
+  if (!opts.leaf)
+    PACSET_RETURN_IF_ERROR(
+        ApplyPredictMethod(opts, engine.output_rule(), result.data(), result.size()));
   for (size_t r = 0; r < rows.num_rows; ++r) {
     if (opts.leaf) {
       out.WriteRow(leaves.data() + r * T, T);
@@ -185,6 +188,8 @@ void ReportEngineStats(const PredictOptions& opts, const PacEngine& engine) {
 Status PredictWithEngine(std::unique_ptr<PacEngine> engine, const PredictOptions& opts,
                          const MarkPlan& marks) {
   PACSET_ASSIGN_OR_RETURN(RowMatrix rows, ReadCsvRows(opts.input, engine->num_features()));
+  // --method with --leaf or on another model is refused before predicting.
+  PACSET_RETURN_IF_ERROR(ApplyPredictMethod(opts, engine->output_rule(), nullptr, 0));
   if (!marks.path.empty()) return PredictWithPacMarked(*engine, rows, opts, marks);
   CsvWriter out;
   PACSET_RETURN_IF_ERROR(out.Open(opts.output));
@@ -201,6 +206,8 @@ Status PredictWithEngine(std::unique_ptr<PacEngine> engine, const PredictOptions
     PACSET_RETURN_IF_ERROR(engine->PredictAll(rows, opts.margin, opts.threads, &result));
   ReportTiming(opts, rows.num_rows, t0);
   ReportEngineStats(opts, *engine);
+  PACSET_RETURN_IF_ERROR(
+      ApplyPredictMethod(opts, engine->output_rule(), result.data(), result.size()));
   const size_t cols = engine->num_columns(opts.margin);
   for (size_t r = 0; r < rows.num_rows; ++r)
     out.WriteRow(result.data() + r * cols, cols, engine->float32_outputs());
@@ -223,6 +230,23 @@ Status PredictWithPac(const PredictOptions& opts) {
 }
 
 }  // namespace
+
+Status ApplyPredictMethod(const PredictOptions& opts, const OutputRule& rule, double* result,
+                          size_t n) {
+  if (opts.method.empty()) return Status::Ok();
+  PACSET_ASSIGN_OR_RETURN(IsolationMethod method, ParseIsolationMethod(opts.method));
+  if (rule.postprocess != Postprocess::kIsolationScore)
+    return Status::InvalidArgument("--method chooses a scikit-learn IsolationForest output; " +
+                                   opts.model + " is not an IsolationForest (it predicts " +
+                                   PostprocessName(rule.postprocess) +
+                                   " outputs: leave --method out, or use --margin for raw scores)");
+  if (opts.margin || opts.leaf)
+    return Status::InvalidArgument(
+        "--method does not combine with --margin or --leaf (--margin writes the sum of the "
+        "trees' path lengths)");
+  ApplyIsolationMethod(method, rule.isolation_offset, result, n);
+  return Status::Ok();
+}
 
 Status RunPredict(const PredictOptions& opts) {
   if (!opts.store.empty()) return RunPredictFromStore(opts);

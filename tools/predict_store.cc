@@ -55,6 +55,7 @@ void ReportStoreStats(const PredictOptions& opts, const StoreForest& forest) {
 // Predictions, margins or leaf ids of `rows`, written to `out`.
 Status Answer(const PacEngine& engine, const RowMatrix& rows, const PredictOptions& opts,
               CsvWriter& out) {
+  PACSET_RETURN_IF_ERROR(ApplyPredictMethod(opts, engine.output_rule(), nullptr, 0));
   if (opts.leaf) {
     std::vector<int32_t> leaves;
     PACSET_RETURN_IF_ERROR(engine.PredictLeaves(rows, opts.threads, &leaves));
@@ -64,6 +65,8 @@ Status Answer(const PacEngine& engine, const RowMatrix& rows, const PredictOptio
   }
   std::vector<double> result;
   PACSET_RETURN_IF_ERROR(engine.PredictAll(rows, opts.margin, opts.threads, &result));
+  PACSET_RETURN_IF_ERROR(
+      ApplyPredictMethod(opts, engine.output_rule(), result.data(), result.size()));
   const size_t cols = engine.num_columns(opts.margin);
   for (size_t r = 0; r < rows.num_rows; ++r)
     out.WriteRow(result.data() + r * cols, cols, engine.float32_outputs());

@@ -39,28 +39,13 @@ struct CategoricalTable {
   const uint32_t* words = nullptr;
 };
 inline CategoricalTable CategoricalTableOf(const PacFile& f) {
-  return {f.categorical_splits().data(), f.categorical_splits().size(),
-          f.category_words().data()};
-}
-
-// A categorical node's split index: the bits of its threshold field.
-template <typename NodeT>
-inline uint64_t SplitIndex(const NodeT& n) {
-  if constexpr (std::is_same_v<NodeT, CompactNode>) {
-    uint32_t i;
-    std::memcpy(&i, &n.threshold, 4);
-    return i;
-  } else {
-    uint64_t i;
-    std::memcpy(&i, &n.threshold, 8);
-    return i;
-  }
+  return {f.categorical_splits().data(), f.categorical_splits().size(), f.category_words().data()};
 }
 
 // One step down from the node stored at `at` (copied first, then checked and
 // used): sets `ref`/`kind` to the chosen child. False when the node splits on
-// a feature the model does not have, or names a categorical split the file
-// does not have. `went_left` (optional) tells the leaf-id lookup which child
+// a feature the model does not have, or is a categorical node that is not
+// sound (CategoricalNodeOk). `went_left` (optional) tells the leaf-id lookup which child
 // was taken.
 template <typename NodeT, bool kF32Input>
 inline bool Step(const char* at, uint32_t num_features, const CategoricalTable& cats,
@@ -75,7 +60,7 @@ inline bool Step(const char* at, uint32_t num_features, const CategoricalTable& 
   bool left;
   if (__builtin_expect(flags & kNodeFlagCategorical, 0)) {
     const uint64_t index = SplitIndex(n);
-    if (index >= cats.count) return false;
+    if (!CategoricalNodeOk(flags, index, cats.count)) return false;
     if constexpr (kF32Input) {
       left = CategoricalGoesLeft<float>(xf[feature], static_cast<uint8_t>(flags),
                                         cats.splits[index], cats.words);

@@ -69,21 +69,51 @@ def _is_pandas_frame(x):
     return type(x).__module__.startswith("pandas.") and hasattr(x, "dtypes") and hasattr(x, "to_numpy")
 
 
+def _frame_rows(X):
+    """A pandas DataFrame as a 2-D numpy array. Numeric and bool columns are
+    read as numbers (missing values, pd.NA included, as NaN); `category`
+    columns as their category codes, as XGBoost reads them
+    (enable_categorical=True), with a missing value as NaN. The codes follow
+    the column's own categories: a frame must list them as the training
+    frame did (pd.Categorical(values, categories=the training categories)).
+    float32 when every column is float32 or categorical, else float64."""
+    import pandas as pd
+
+    if X.ndim != 2:
+        raise ValueError("expected a DataFrame of rows")
+    categorical = []
+    all_f32 = True
+    for name, dtype in X.dtypes.items():
+        if isinstance(dtype, pd.CategoricalDtype):
+            categorical.append(True)
+            if len(dtype.categories) > 1 << 24:
+                raise ValueError(f"column {name!r} has {len(dtype.categories)} categories; "
+                                 "pacset reads at most 2^24")
+            continue
+        if not (pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_bool_dtype(dtype)):
+            raise ValueError(f"column {name!r} has dtype {dtype}; pacset needs numeric or "
+                             "category columns (encode strings as a pandas category)")
+        categorical.append(False)
+        all_f32 = all_f32 and dtype == np.float32
+    dtype = np.float32 if all_f32 else np.float64
+    if not any(categorical):
+        return X.to_numpy(dtype=dtype, na_value=np.nan)
+    out = np.empty(X.shape, dtype=dtype)
+    for j, is_cat in enumerate(categorical):
+        column = X.iloc[:, j]
+        if is_cat:
+            codes = column.cat.codes.to_numpy()
+            out[:, j] = codes
+            out[codes < 0, j] = np.nan
+        else:
+            out[:, j] = column.to_numpy(dtype=dtype, na_value=np.nan)
+    return out
+
+
 def _rows(X):
     """X as a 2-D float32/float64 numpy array, read in place when it is one."""
     if _is_pandas_frame(X):
-        import pandas as pd
-
-        if X.ndim != 2:
-            raise ValueError("expected a DataFrame of rows")
-        all_f32 = True
-        for name, dtype in X.dtypes.items():
-            if isinstance(dtype, pd.CategoricalDtype) or not (
-                pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_bool_dtype(dtype)
-            ):
-                raise ValueError(f"column {name!r} has dtype {dtype}; pacset needs numeric columns")
-            all_f32 = all_f32 and dtype == np.float32
-        X = X.to_numpy(dtype=np.float32 if all_f32 else np.float64, na_value=np.nan)
+        X = _frame_rows(X)
     elif not isinstance(X, np.ndarray):
         if hasattr(X, "toarray") or hasattr(X, "tocsr"):
             raise ValueError("sparse matrices are not supported; pass a dense array")
@@ -203,13 +233,52 @@ class Forest:
     def predict(self, X, *, n_threads=None):
         """What the library predicts: XGBoost Booster.predict (float32),
         scikit-learn predict_proba for classifiers and predict for regressors
-        (float64), LightGBM predict. One column comes back 1-D."""
+        (float64), IsolationForest.predict (int64: -1 outlier, 1 inlier),
+        LightGBM predict. One column comes back 1-D."""
+        if self._is_isolation_forest():
+            decision = self.decision_function(X, n_threads=n_threads)
+            labels = np.ones_like(decision, dtype=int)  # as IsolationForest.predict
+            labels[decision < 0] = -1
+            return labels
         return self._predict(X, False, n_threads)
+
+    # ---- scikit-learn IsolationForest ----
+    def _is_isolation_forest(self):
+        return "isolation_denominator" in self._info
+
+    def score_samples(self, X, *, n_threads=None):
+        """IsolationForest.score_samples, bit for bit: the trees' path lengths
+        are summed by pacset (predict_margin), and the score is computed here
+        with numpy's own power, as scikit-learn does (C's pow, which `pacset
+        predict` uses, can differ from numpy's by 1 ulp)."""
+        if not self._is_isolation_forest():
+            raise ValueError(
+                "score_samples is an IsolationForest method; this forest is a "
+                f"{self.source.get('objective', self.task)}: use predict or predict_margin"
+            )
+        depths = np.asarray(self._predict(X, True, n_threads), dtype=np.float64)
+        denominator = self._info["isolation_denominator"]
+        # IsolationForest._compute_score_samples, then score_samples' negation.
+        scores = 2 ** (
+            -np.divide(depths, denominator, out=np.ones_like(depths), where=denominator != 0)
+        )
+        return -scores
+
+    def decision_function(self, X, *, n_threads=None):
+        """IsolationForest.decision_function: score_samples - offset_. For
+        other models use predict_margin."""
+        if not self._is_isolation_forest():
+            raise ValueError(
+                "decision_function here is the IsolationForest method; for this forest's raw "
+                "scores use predict_margin"
+            )
+        return self.score_samples(X, n_threads=n_threads) - self._info["isolation_offset"]
 
     def predict_margin(self, X, *, n_threads=None):
         """Raw scores before the link function: XGBoost output_margin=True,
         scikit-learn decision_function (gradient boosting; forests: the mean
-        of the trees' outputs), LightGBM raw_score=True."""
+        of the trees' outputs; IsolationForest: the sum over the trees of
+        the path lengths, score_samples' `depths`), LightGBM raw_score=True."""
         return self._predict(X, True, n_threads)
 
     def apply(self, X, *, n_threads=None):
@@ -418,7 +487,7 @@ def load(
     .joblib/.pkl -- unpickling runs code: only files you trust -- or a .pac,
     which is opened), or a fitted object: xgboost.Booster, XGBClassifier,
     XGBRegressor, scikit-learn RandomForest*, ExtraTrees*, GradientBoosting*,
-    DecisionTree*, ExtraTree* (their tree arrays are read directly).
+    DecisionTree*, ExtraTree*, IsolationForest (their tree arrays are read directly).
     """
     pack = _pack_options(layout, block_size, bin_depth, trees_per_bin, leaf_ids)
     if isinstance(model, (str, bytes, os.PathLike)):

@@ -285,6 +285,10 @@ std::shared_ptr<PyForest> LoadSklearn(const py::dict& doc, const py::list& trees
     est.categorical_features = doc["categorical_features"].cast<std::vector<int64_t>>();
     est.known_category_bitsets = doc["known_category_bitsets"].cast<std::vector<uint32_t>>();
   }
+  if (doc.contains("score_denominator")) {  // IsolationForest
+    est.score_denominator = doc["score_denominator"].cast<double>();
+    est.offset = doc["offset"].cast<double>();
+  }
   for (size_t t = 0; t < trees.size(); ++t) {
     const py::dict tree = trees[t].cast<py::dict>();
     const std::string at = "trees/" + std::to_string(t) + "/";
@@ -456,6 +460,11 @@ py::dict Info(const PyForest& f) {
   d["block_io"] = st.block_io;
   d["warm_simd_rows"] = st.warm_simd_rows;
   d["source_json"] = f.file().SourceInfoJson();
+  const OutputRule& rule = f.engine->output_rule();
+  if (rule.postprocess == Postprocess::kIsolationScore) {
+    d["isolation_denominator"] = rule.isolation_denominator;
+    d["isolation_offset"] = rule.isolation_offset;
+  }
   return d;
 }
 

@@ -13,6 +13,13 @@ real and random rows.
   decision_function          --margin, within 1e-12 (GradientBoosting)
   apply                      --leaf, identical node ids in every tree
 
+IsolationForest (check_isolation_forest): the sum of path lengths (--margin)
+bit for bit against the library's own pieces; score_samples within 1 ulp
+(numpy's SIMD power vs C's pow; docs/sklearn-export.md) and equal to the
+documented formula with C's pow bit for bit; decision_function (--method)
+within 2 ulps of the score; predict (--method) identical except where the
+library's decision is within 2 ulps of 0; leaves identical.
+
 scikit-learn 1.2.1 rejects NaN, so rows with missing values are checked
 against the documented rule instead (docs/sklearn-export.md): NaN goes to the
 child with more training samples, to the right on a tie; the expected leaves
@@ -43,6 +50,7 @@ itself is checked so that the documentation stays true.
 Usage: sklearn_exact_test.py --pacset PATH [--keep DIR]
 """
 import argparse
+import math
 import os
 import pickle
 import shutil
@@ -58,7 +66,8 @@ from sklearn._loss.loss import HalfGammaLoss
 from sklearn.ensemble import (AdaBoostClassifier, ExtraTreesClassifier, ExtraTreesRegressor,
                               GradientBoostingClassifier, GradientBoostingRegressor,
                               HistGradientBoostingClassifier, HistGradientBoostingRegressor,
-                              RandomForestClassifier, RandomForestRegressor)
+                              IsolationForest, RandomForestClassifier, RandomForestRegressor)
+from sklearn.ensemble._iforest import _average_path_length
 from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -139,13 +148,23 @@ def tree_list(est):
     return list(est.estimators_)
 
 
+def tree_columns(est, n_features):
+    """Per tree (pacset's order), the estimator columns its feature ids name:
+    an IsolationForest fitted on column subsets gives tree i
+    X[:, estimators_features_[i]] (_compute_chunked_score_samples)."""
+    trees = tree_list(est)
+    if isinstance(est, IsolationForest) and est._max_features != n_features:
+        return [np.asarray(f) for f in est.estimators_features_]
+    return [np.arange(n_features)] * len(trees)
+
+
 def adversarial_rows(est, X, rng):
     d = X.shape[1]
     pairs = []
-    for t in tree_list(est)[:THRESHOLD_TREES]:
+    for t, cols in list(zip(tree_list(est), tree_columns(est, d)))[:THRESHOLD_TREES]:
         tr = t.tree_
         internal = tr.children_left != -1
-        pairs.extend(zip(tr.feature[internal].tolist(), tr.threshold[internal].tolist()))
+        pairs.extend(zip(cols[tr.feature[internal]].tolist(), tr.threshold[internal].tolist()))
     if len(pairs) > MAX_THRESHOLDS:
         pairs = [pairs[i] for i in rng.choice(len(pairs), MAX_THRESHOLDS, replace=False)]
     rows = []
@@ -183,9 +202,9 @@ def adversarial_rows(est, X, rng):
 def nan_rows(est, X, rng):
     d = X.shape[1]
     rows = [np.full(d, np.nan)]
-    for t in tree_list(est)[:THRESHOLD_TREES]:
+    for t, cols in list(zip(tree_list(est), tree_columns(est, d)))[:THRESHOLD_TREES]:
         tr = t.tree_
-        for f in np.unique(tr.feature[tr.children_left != -1]):
+        for f in np.unique(cols[tr.feature[tr.children_left != -1]]):
             r = X[rng.integers(len(X))].copy()
             r[f] = np.nan
             rows.append(r)
@@ -198,10 +217,10 @@ def nan_rows(est, X, rng):
 def documented_leaves(est, X):
     """Leaf ids by the documented rule: float32(x) <= threshold goes left; NaN
     goes to the child with more n_node_samples, right on a tie."""
-    X32 = X.astype(np.float32)
     n = len(X)
     out = []
-    for t in tree_list(est):
+    for t, cols in zip(tree_list(est), tree_columns(est, X.shape[1])):
+        X32 = X[:, cols].astype(np.float32)
         tr = t.tree_
         left, right = tr.children_left, tr.children_right
         samples = tr.n_node_samples
@@ -314,6 +333,150 @@ def check_model(checker, stats, work, name, est, ext, X, rng, exporter):
     verdict = "ok" if len(checker.failures) == failures_before else "MISMATCH"
     print(f"{name:16s} {type(est).__name__:27s} {len(tree_list(est)):3d} trees  "
           f"{len(rows):5d} rows + {len(nans):4d} NaN rows  max |diff| {err:.3g}  {verdict}")
+
+
+def isolation_models(data):
+    """(name, fitted IsolationForest, dataset key): column subsets or not,
+    contamination 'auto' or a float, bootstrap on and off, one sample per
+    tree (denominator 0)."""
+    specs = [
+        ("if_auto_subset", IsolationForest(n_estimators=25, max_features=0.6, random_state=21),
+         "binary"),
+        ("if_float_boot", IsolationForest(n_estimators=15, max_samples=64, contamination=0.1,
+                                          bootstrap=True, max_features=0.5, random_state=22),
+         "diabetes"),
+        ("if_all_columns", IsolationForest(n_estimators=12, contamination=0.05, random_state=23),
+         "reg"),
+        ("if_one_sample", IsolationForest(n_estimators=3, max_samples=1, random_state=24), "iris"),
+    ]
+    out = []
+    for name, est, key in specs:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            est.fit(data[key][0])
+        out.append((name, est, key))
+    return out
+
+
+def isolation_depths(est, X):
+    """score_samples' `depths`, from the library's own pieces in its own order
+    (IsolationForest._compute_score_samples)."""
+    depths = np.zeros(len(X), order="f")
+    for tree, cols in zip(est.estimators_, tree_columns(est, X.shape[1])):
+        Xt = X[:, cols]
+        leaves = tree.apply(Xt)
+        node_indicator = tree.decision_path(Xt)
+        depths += (np.ravel(node_indicator.sum(axis=1))
+                   + _average_path_length(tree.tree_.n_node_samples[leaves]) - 1.0)
+    return depths
+
+
+def ulps(a, b):
+    """Distance in float64 ulps (same-sign finite values)."""
+    return np.abs(np.asarray(a, np.float64).view(np.int64) - np.asarray(b, np.float64).view(np.int64))
+
+
+def check_isolation_forest(checker, stats, work, name, est, X, rng, exporter):
+    path = os.path.join(work, name + ".joblib")
+    joblib.dump(est, path)
+    json_path = os.path.join(work, name + ".json")
+    exported = subprocess.run([sys.executable, exporter, path, "-o", json_path],
+                              capture_output=True, text=True)
+    if exported.returncode != 0:
+        checker.expect(False, f"{name}: pacset-sklearn-export failed: {exported.stderr.strip()}")
+        return
+    failures_before = len(checker.failures)
+    rows = np.concatenate([adversarial_rows(est, X, rng), X])  # X: offset_'s own rows
+    rows_csv = exactlib.write_rows(os.path.join(work, name + "_rows.csv"), rows)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        want_score = est.score_samples(rows)
+        want_decision = est.decision_function(rows)
+        want_label = est.predict(rows)
+    want_depths = isolation_depths(est, rows)
+    denominator = len(est.estimators_) * _average_path_length([est.max_samples_])
+    # The oracle's depths are the library's: they give its scores bit for bit.
+    again = -(2 ** (-np.divide(want_depths, denominator, out=np.ones_like(want_depths),
+                               where=denominator != 0)))
+    checker.expect(np.array_equal(again.view(np.uint64), want_score.view(np.uint64)),
+                   f"{name}: the test's depths do not reproduce score_samples")
+
+    # The sum of path lengths, bit for bit, by every route.
+    for label, model in (("pickle", path), ("json", json_path)):
+        got_depths = checker.predict(model, rows_csv, "--margin")[:, 0]
+        checker.expect(np.array_equal(got_depths.view(np.uint64), want_depths.view(np.uint64)),
+                       f"{name} --margin ({label}): {int(np.sum(got_depths != want_depths))} "
+                       f"rows differ from the library's depths")
+    stats.values_compared(got_depths.reshape(-1, 1), want_depths)
+
+    got_score = checker.predict(path, rows_csv)[:, 0]
+    stats.values_compared(got_score.reshape(-1, 1), want_score)
+    d = float(np.ravel(denominator)[0])
+    formula = np.array([-math.pow(2.0, -(m / d if d != 0 else 1.0)) for m in want_depths])
+    checker.expect(np.array_equal(got_score.view(np.uint64), formula.view(np.uint64)),
+                   f"{name}: score is not -pow(2, -(depths / d)) with C's pow")
+    score_ulps = ulps(got_score, want_score)
+    checker.expect(int(score_ulps.max()) <= 1,
+                   f"{name}: score_samples {int(score_ulps.max())} ulps from the library's")
+
+    got_decision = checker.predict(path, rows_csv, "--method", "decision_function")[:, 0]
+    decision_tol = 2 * np.spacing(np.abs(want_score))
+    bad = np.abs(got_decision - want_decision) > decision_tol
+    checker.expect(not bad.any(), f"{name}: decision_function beyond 2 ulps of the score at "
+                                  f"rows {np.nonzero(bad)[0][:3]}")
+    got_label = checker.predict(path, rows_csv, "--method", "predict")[:, 0]
+    differ = got_label != want_label
+    checker.expect(not (differ & (np.abs(want_decision) > decision_tol)).any(),
+                   f"{name}: predict differs at rows {np.nonzero(differ)[0][:3]} whose decision "
+                   "is not within 2 ulps of 0")
+    checker.expect(set(np.unique(got_label)) <= {-1.0, 1.0}, f"{name}: labels other than -1/1")
+
+    # A packed .pac predicts the same bits; leaves are the library's.
+    pac_path = os.path.join(work, name + ".pac")
+    packed = subprocess.run([checker.pacset, "pack", path, "-o", pac_path, "--block-size", "4KiB"],
+                            capture_output=True, text=True)
+    checker.expect(packed.returncode == 0, f"{name}: pacset pack failed: {packed.stderr}")
+    if packed.returncode == 0:
+        got_pac = checker.predict(pac_path, rows_csv, "--method", "decision_function")[:, 0]
+        checker.expect(np.array_equal(got_pac.view(np.uint64), got_decision.view(np.uint64)),
+                       f"{name}: the packed .pac and the pickle differ")
+    want_leaf = np.stack([t.apply(rows[:, cols]) for t, cols in
+                          zip(est.estimators_, tree_columns(est, rows.shape[1]))], axis=1)
+    got_leaf = checker.predict(json_path, rows_csv, "--leaf")
+    checker.same_ints(name, "leaf", got_leaf, want_leaf)
+    stats.leaves += got_leaf.size
+    # NaN: the library rejects it; pacset follows the documented rule.
+    nans = nan_rows(est, X, rng)
+    nans_csv = exactlib.write_rows(os.path.join(work, name + "_nan.csv"), nans)
+    checker.same_ints(name, "leaf (NaN rows)", checker.predict(json_path, nans_csv, "--leaf"),
+                      documented_leaves(est, nans))
+    stats.models += 1
+    stats.rows += len(rows)
+    stats.nan_rows += len(nans)
+    verdict = "ok" if len(checker.failures) == failures_before else "MISMATCH"
+    print(f"{name:16s} {'IsolationForest':27s} {len(est.estimators_):3d} trees  {len(rows):5d} "
+          f"rows + {len(nans):4d} NaN rows  score: {int(np.sum(score_ulps == 0))} identical, "
+          f"{int(np.sum(score_ulps == 1))} 1 ulp off; predict differs on "
+          f"{int(differ.sum())} rows  {verdict}")
+
+
+def check_isolation_errors(checker, work, data):
+    """--method is refused clearly where it has no meaning."""
+    X, y = data["iris"]
+    rows_csv = exactlib.write_rows(os.path.join(work, "iris_method_rows.csv"), X[:5])
+    forest = os.path.join(work, "rf_for_method.joblib")
+    joblib.dump(RandomForestClassifier(n_estimators=2, random_state=0).fit(X, y), forest)
+    rc, err = checker.run_fail(forest, rows_csv, "--method", "predict")
+    checker.expect(rc != 0 and "not an IsolationForest" in err and "--margin" in err
+                   and len(err.splitlines()) == 1,
+                   f"--method on a RandomForest: expected one line naming what to do, got {rc}: "
+                   f"{err}")
+    iforest = os.path.join(work, "if_for_method.joblib")
+    joblib.dump(IsolationForest(n_estimators=2, random_state=0).fit(X), iforest)
+    rc, err = checker.run_fail(iforest, rows_csv, "--method", "predict", "--margin")
+    checker.expect(rc != 0 and "--margin" in err, f"--method with --margin: got {rc}: {err}")
+    rc, err = checker.run_fail(iforest, rows_csv, "--method", "proba")
+    checker.expect(rc != 0 and "score_samples" in err, f"--method proba: got {rc}: {err}")
 
 
 # ---- HistGradientBoosting ----
@@ -644,10 +807,13 @@ def main():
         data = datasets_for(rng)
         for name, est, key, ext in train_models(data):
             check_model(checker, stats, work, name, est, ext, data[key][0], rng, exporter)
+        for name, est, key in isolation_models(data):
+            check_isolation_forest(checker, stats, work, name, est, data[key][0], rng, exporter)
         X_hist, score = hist_data(rng)
         for name, est, ext in train_hist_models(X_hist, score):
             check_hist_model(checker, stats, work, name, est, ext, X_hist, rng, exporter)
         check_errors(checker, work, data)
+        check_isolation_errors(checker, work, data)
     print(f"scikit-learn exactness: {stats.models} models, {stats.rows} rows "
           f"+ {stats.nan_rows} rows with NaN; {stats.values} predictions/margins compared, "
           f"{stats.identical} bit-identical, max |diff| {stats.max_diff:.3g} "

@@ -34,11 +34,16 @@ def _xgb_thresholds(booster):
 
 def _sklearn_thresholds(est):
     trees = np.asarray(getattr(est, "estimators_", [est]), dtype=object).ravel()
+    # An IsolationForest fitted on column subsets: tree i reads X[:, estimators_features_[i]].
+    subsets = getattr(est, "estimators_features_", None)
+    if subsets is None or getattr(est, "_max_features", None) == getattr(est, "n_features_in_", 0):
+        subsets = [None] * len(trees)
     out = []
-    for t in trees[:8]:
+    for t, cols in list(zip(trees, subsets))[:8]:
         tr = t.tree_
         internal = tr.children_left != -1
-        out.extend(zip(tr.feature[internal].tolist(), tr.threshold[internal].tolist()))
+        features = tr.feature[internal] if cols is None else np.asarray(cols)[tr.feature[internal]]
+        out.extend(zip(features.tolist(), tr.threshold[internal].tolist()))
     return out
 
 

@@ -5,7 +5,7 @@ import signal
 import numpy as np
 import pandas as pd
 import pytest
-from sklearn.ensemble import IsolationForest, RandomForestRegressor
+from sklearn.ensemble import BaggingRegressor, RandomForestRegressor
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
@@ -75,8 +75,8 @@ def test_apply_without_leaf_ids_is_a_value_error(data):
 
 def test_unsupported_estimators_are_refused(data):
     X, y = data
-    with pytest.raises(ValueError, match="IsolationForest.*not supported"):
-        pacset.load(IsolationForest(n_estimators=3).fit(X))
+    with pytest.raises(ValueError, match="BaggingRegressor.*not supported"):
+        pacset.load(BaggingRegressor(n_estimators=3).fit(X, y))
     with pytest.raises(ValueError, match="Pipeline"):
         pacset.load(make_pipeline(StandardScaler(), RandomForestRegressor(n_estimators=2)).fit(X, y))
     with pytest.raises(TypeError, match="cannot load"):

@@ -272,7 +272,8 @@ def test_empty_input_gives_empty_output(xgb_models, data):
     assert out.shape == (0, 3) and out.dtype == np.float32
 
 
-@pytest.mark.parametrize("fixture", ["binary.txt", "multiclass.txt", "missing_types.txt"])
+@pytest.mark.parametrize("fixture", ["binary.txt", "multiclass.txt", "missing_types.txt",
+                                     "categorical_multiclass.txt"])
 def test_lightgbm_text_models_predict_what_pacset_predict_does(fixture, request, tmp_path):
     import os
     import subprocess

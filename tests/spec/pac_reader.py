@@ -97,14 +97,16 @@ class PacFile:
         (hsum,) = struct.unpack_from("<Q", h, self.header_size - 8)
         if hsum != xxh3(h[:self.header_size - 8]):
             raise PacError(f"{path}: header checksum")
-        if (self.postprocess > 5 or self.aggregation > 1 or self.input_precision > 1
+        if (self.postprocess > 6 or self.aggregation > 1 or self.input_precision > 1
                 or self.accumulate_precision > 1 or self.node_format > 1):
             raise PacError(f"{path}: unknown enumeration value")
         K = self.num_outputs
         if not 1 <= K <= 1 << 20 or self.leaf_width not in (1, K):
             raise PacError(f"{path}: output count {K}, leaf width {self.leaf_width}")
-        if (self.postprocess == 2 and K < 2) or (self.postprocess == 5 and K != 1):
+        if (self.postprocess == 2 and K < 2) or (self.postprocess in (5, 6) and K != 1):
             raise PacError(f"{path}: postprocess {self.postprocess} with {K} outputs")
+        if self.postprocess == 6 and self.accumulate_precision != 1:
+            raise PacError(f"{path}: isolation score with float32 accumulation")
         if not math.isfinite(self.sigmoid_alpha):
             raise PacError(f"{path}: sigmoid alpha")
         if self.num_features < 1 or self.num_trees < 1:
@@ -132,11 +134,11 @@ class PacFile:
             if stype in seen_types:
                 raise PacError(f"{path}: section type {stype} twice")
             seen_types.add(stype)
-            if stype not in (1, 2, 3, 4, 5):
+            if stype not in (1, 2, 3, 4, 5, 6, 7, 8):
                 if flags & 1:
                     raise PacError(f"{path}: required section type {stype} unknown")
                 continue
-            if rsize != {1: 16, 2: 8, 3: 16, 4: 1, 5: 8}[stype]:
+            if rsize != {1: 16, 2: 8, 3: 16, 4: 1, 5: 8, 6: 4, 7: 16, 8: 8}[stype]:
                 raise PacError(f"{path}: section {stype} record size {rsize}")
             self.sections[stype] = (offset, count, rsize)
             if count > 0:
@@ -145,7 +147,7 @@ class PacFile:
                 if self.record_offset(stype, count - 1) + rsize > len(d):
                     raise PacError(f"{path}: section {stype} past the end")
             end = self.record_offset(stype, count - 1) + rsize if count else offset
-            if stype in (1, 2, 4) and end > nfb * bs:
+            if stype in (1, 2, 4, 6, 7, 8) and end > nfb * bs:
                 raise PacError(f"{path}: section {stype} outside the metadata blocks")
             if stype == 3 and (offset != nfb * bs or count != U):
                 raise PacError(f"{path}: the nodes section is not the node region")
@@ -156,6 +158,11 @@ class PacFile:
                 raise PacError(f"{path}: section {required} missing")
         if self.sections[1][1] != self.num_trees or self.sections[2][1] != K:
             raise PacError(f"{path}: tree table or base score count")
+        if (6 in self.sections) != (7 in self.sections):
+            raise PacError(f"{path}: category words without categorical splits or the reverse")
+        n_params = 2 if self.postprocess == 6 else 0
+        if self.sections.get(8, (0, 0, 8))[1] != n_params or (8 in self.sections) != (n_params > 0):
+            raise PacError(f"{path}: postprocess {self.postprocess} parameter count")
         self.verified = set()
         # §5 Blocks: the metadata blocks when the file is opened.
         for b in range(nfb):
@@ -181,6 +188,25 @@ class PacFile:
                            for k in range(K)]
         if any(math.isnan(b) for b in self.base_score):
             raise PacError(f"{path}: base score is NaN")
+        self.postprocess_params = [struct.unpack_from("<d", d, self.record_offset(8, i))[0]
+                                   for i in range(n_params)]
+        if not all(math.isfinite(v) for v in self.postprocess_params) or \
+                (self.postprocess == 6 and self.postprocess_params[0] < 0):
+            raise PacError(f"{path}: postprocess parameters")
+        # Rule 20, categorical splits: known rule, sets inside the words.
+        self.splits = []
+        self.words = []
+        if 7 in self.sections:
+            nwords, nsplits = self.sections[6][1], self.sections[7][1]
+            if nwords > 1 << 32 or nsplits > 1 << 32:
+                raise PacError(f"{path}: too many category words or splits")
+            self.words = [struct.unpack_from("<I", d, self.record_offset(6, i))[0]
+                          for i in range(nwords)]
+            for i in range(nsplits):
+                lf, rf, lw, rw, rule = struct.unpack_from("<IIHHB", d, self.record_offset(7, i))
+                if rule > 2 or lf + lw > nwords or rf + rw > nwords:
+                    raise PacError(f"{path}: categorical split {i}")
+                self.splits.append((lf, lw, rf, rw, rule))
 
     def check_node_ref(self, ref):
         """Rule 21."""
@@ -215,9 +241,8 @@ class PacFile:
                     raise PacError(f"{self.path}: tree {t} reaches a node twice")
                 seen.update(units)
                 nodes += 1
-                _, f, flags, left, right = self.node(ref)
-                if f >= self.num_features:
-                    raise PacError(f"{self.path}: feature {f} out of range")
+                t, f, flags, left, right = self.node(ref)
+                self.check_node(f, flags, t)
                 for child, ck in ((left, (flags >> 3) & 3), (right, (flags >> 5) & 3)):
                     if ck == 0:
                         stack.append((child, depth + 1))
@@ -263,15 +288,31 @@ class PacFile:
         return (offset // bs + 1 + (i - c0) // per) * bs + ((i - c0) % per) * rsize
 
     def node(self, ref):
-        """(threshold, feature, flags, left, right) of the node at unit `ref`."""
+        """(threshold, feature, flags, left, right) of the node at unit `ref`;
+        for a categorical node (flag bit 7) the threshold is its split index,
+        the field's bits read as an unsigned integer (§3)."""
         size = 16 if self.node_format == 0 else 32
         self.check_node_ref(ref)
         raw = self.read(ref * UNIT, size)
         if self.node_format == 0:
             t, ff, left, right = struct.unpack("<fIII", raw)
-            return F32(t), ff & 0xFFFFFF, ff >> 24, left, right
+            if ff >> 24 & 0x80:
+                t = struct.unpack_from("<I", raw)[0]
+            else:
+                t = F32(t)
+            return t, ff & 0xFFFFFF, ff >> 24, left, right
         t, feature, flags, left, right = struct.unpack("<dIB3xQQ", raw)
+        if flags & 0x80:
+            t = struct.unpack_from("<Q", raw)[0]
         return t, feature, flags, left, right
+
+    def check_node(self, feature, flags, t):
+        """Rule 22."""
+        if feature >= self.num_features:
+            raise PacError(f"{self.path}: feature {feature} out of range")
+        if flags & 0x80 and (t >= len(self.splits) or (flags >> 1) & 3 == 3):
+            raise PacError(f"{self.path}: categorical node names split {t} "
+                           f"or outside direction 3")
 
     def leaf_ids(self, ref):
         """§3 Leaf ids: the two child ids of the internal node at unit `ref`."""
@@ -292,8 +333,43 @@ def round_input(pac, row):
     return [float(v) for v in row]
 
 
+def category(x, rule):
+    """§3 categorical routing step 2: the category of x (not NaN), or None."""
+    x = float(x)  # exact for a float32 value
+    if rule == 0:
+        return math.trunc(x) if 0.0 <= x < 2.0**24 else None
+    if rule == 1:
+        if math.isinf(x):
+            return None
+        c = math.trunc(x)
+        return c if 0 <= c < 2**31 else None
+    return math.trunc(x) if 0.0 <= x < 2.0**31 else None
+
+
+def in_set(pac, first, nwords, c):
+    """§2 CategoricalSplitRecord: whether category c is in a set."""
+    return c // 32 < nwords and bool(pac.words[first + c // 32] >> (c % 32) & 1)
+
+
+def categorical_goes_left(pac, x, index, flags):
+    """§3 routing step 2 at a categorical node."""
+    if math.isnan(x):
+        return bool(flags & 1)
+    lf, lw, rf, rw, rule = pac.splits[index]
+    c = category(x, rule)
+    if c is not None:
+        if in_set(pac, lf, lw, c):
+            return True
+        if in_set(pac, rf, rw, c):
+            return False
+    outside = (flags >> 1) & 3
+    return outside == 1 or (outside == 2 and bool(flags & 1))
+
+
 def goes_left(pac, x, t, flags):
     """Routing step 2, operands widened per the table in FORMAT.md §3."""
+    if flags & 0x80:
+        return categorical_goes_left(pac, x, t, flags)
     wide = pac.node_format == 1
     if pac.input_precision == 0 and not wide:
         z = Z32  # compact16 + float32: compare in float32
@@ -320,8 +396,7 @@ def walk(pac, tree, xs):
         if steps > pac.max_depth + 1:
             raise PacError(f"{pac.path}: path longer than max_depth")
         t, f, flags, left, right = pac.node(ref)
-        if f >= pac.num_features:
-            raise PacError(f"{pac.path}: feature {f} out of range")
+        pac.check_node(f, flags, t)
         go_left = goes_left(pac, xs[f], t, flags)
         lk, rk = (flags >> 3) & 3, (flags >> 5) & 3
         next_ref, next_kind = (left, lk) if go_left else (right, rk)
@@ -410,6 +485,9 @@ def postprocess(pac, m):
                 return [1.0 - q, q]
             if p == 4:
                 return [exp(v) for v in m]
+            if p == 6:
+                d = pac.postprocess_params[0]
+                return [-math.pow(2.0, -(m[0] / d if d != 0 else 1.0))]
             if p == 2:
                 w = m[0]
                 for k in range(1, K):

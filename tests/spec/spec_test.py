@@ -91,8 +91,8 @@ def train_xgboost(work, rng):
 def train_sklearn(work, rng):
     import joblib
     from sklearn.ensemble import (ExtraTreesRegressor, GradientBoostingClassifier,
-                                  GradientBoostingRegressor, RandomForestClassifier,
-                                  RandomForestRegressor)
+                                  GradientBoostingRegressor, IsolationForest,
+                                  RandomForestClassifier, RandomForestRegressor)
     n, d = 300, 4
     X = rng.normal(size=(n, d)) * np.array([1, 100, 1e-4, 1])
     y_bin = (X[:, 0] + X[:, 1] / 100 > 0).astype(int)
@@ -108,6 +108,8 @@ def train_sklearn(work, rng):
         ("sk-gb-multi", GradientBoostingClassifier(n_estimators=4, max_depth=2, random_state=0),
          y_multi),
         ("sk-gb-reg", GradientBoostingRegressor(n_estimators=6, max_depth=3, random_state=0), y_reg),
+        ("sk-iforest", IsolationForest(n_estimators=5, max_features=0.75, contamination=0.1,
+                                       random_state=0), None),  # postprocess 6 and section 8
     ]
     out = []
     for name, est, y in specs:
@@ -123,17 +125,20 @@ def train_sklearn(work, rng):
 def lightgbm_fixtures():
     out = []
     for f in sorted(os.listdir(LIGHTGBM)):
-        if f.endswith(".txt") and f != "categorical.txt":  # categorical splits: unsupported
+        if f.endswith(".txt"):  # categorical*.txt: LightGBM's categorical splits
             out.append(("lgbm-" + f[:-4], os.path.join(LIGHTGBM, f)))
     return out
 
 
 def forest_file(path, *, task, features, outputs, classes, leaf_width, base, post, alpha, agg,
-                f32_input, f32_acc, trees):
+                f32_input, f32_acc, trees, cats=None):
     """Writes a pacset forest file (model/forest.cc SaveForest: a cereal portable
     binary archive) for forests no library writes but the format allows.
     `trees`: list of (group, nodes) with nodes [(left, right, feature,
-    threshold, flags, leaf_values)], node 0 the root, children -1 at leaves."""
+    threshold, flags, leaf_values)], node 0 the root, children -1 at leaves.
+    `cats`: categorical splits [(left categories, right categories, rule)]
+    (file version 2); a categorical node has flag 8 and its split's index as
+    threshold."""
     def vec(fmt, values):
         return struct.pack("<Q", len(values)) + struct.pack(f"<{len(values)}{fmt}", *values)
 
@@ -152,12 +157,25 @@ def forest_file(path, *, task, features, outputs, classes, leaf_width, base, pos
             card.append(0.0)
             leaves.extend(lv if l < 0 else [0.0] * leaf_width)
         offsets.append(offsets[-1] + len(nodes))
-    b = bytearray(b"\x01") + struct.pack("<II", 0x50414346, 1)
+    b = bytearray(b"\x01") + struct.pack("<II", 0x50414346, 1 if cats is None else 2)
     b += struct.pack("<BIIII", task, features, outputs, classes, leaf_width) + vec("d", base)
     b += struct.pack("<BdBBBB", post, alpha, agg, 0 if f32_input else 1, 0 if f32_acc else 1, 0)
     b += text("synthetic") + text("") + text("spec") + text(os.path.basename(path))
     b += vec("Q", offsets) + vec("I", groups) + vec("i", left) + vec("i", right) + vec("I", feat)
     b += vec("d", thr) + vec("B", flags) + vec("d", card) + vec("d", leaves)
+    if cats is not None:  # as model/forest.cc AddCategoricalSplit lays the sets out
+        words, lf, lw, rf, rw, rules = [], [], [], [], [], []
+        for left_set, right_set, rule in cats:
+            for cset, first, count in ((left_set, lf, lw), (right_set, rf, rw)):
+                top = max((c // 32 + 1 for c in cset), default=0)
+                first.append(len(words))
+                count.append(top)
+                words.extend([0] * top)
+                for c in cset:
+                    words[first[-1] + c // 32] |= 1 << (c % 32)
+            rules.append(rule)
+        b += vec("I", lf) + vec("I", lw) + vec("I", rf) + vec("I", rw) + vec("B", rules)
+        b += vec("I", words)
     with open(path, "wb") as f:
         f.write(bytes(b))
 
@@ -182,6 +200,59 @@ def random_tree(rng, depth, features, thresholds, leaf, flags_choice):
 
     build(depth)
     return nodes
+
+
+def random_categorical_tree(rng, depth, features, thresholds, leaf, cats):
+    """A full tree whose nodes are mostly categorical splits (appended to
+    `cats`) of every rule, outside direction and NaN side, on categories up
+    to 100 (sets past word 0, 1 and 2; empty sets), the rest numerical."""
+    nodes = []
+
+    def build(d):
+        i = len(nodes)
+        nodes.append(None)
+        if d == 0:
+            nodes[i] = (-1, -1, 0, 0.0, 0, leaf())
+            return i
+        f = int(rng.integers(features))
+        if rng.random() < 0.75:
+            universe = rng.permutation(int(rng.choice([3, 40, 70, 101])))
+            n_left = int(rng.integers(len(universe) + 1))
+            n_right = int(rng.integers(len(universe) - n_left + 1))
+            rule = int(rng.integers(3))
+            left_set = sorted(int(c) for c in universe[:n_left])
+            right_set = sorted(int(c) for c in universe[n_left:n_left + n_right])
+            cats.append((left_set, right_set, rule))
+            t = float(len(cats) - 1)
+            fl = 8 | int(rng.integers(2)) | int(rng.integers(3)) << 1
+        else:
+            t = float(thresholds[int(rng.integers(len(thresholds)))])
+            fl = int(rng.integers(2))
+        l_id = build(d - 1)
+        r_id = build(d - 1)
+        nodes[i] = (l_id, r_id, f, t, fl, None)
+        return i
+
+    build(depth)
+    return nodes
+
+
+def categorical_models(work, rng):
+    """Forests with categorical splits (FORMAT.md §3), float32 and float64
+    input; packed like the others but in format version 3 only."""
+    out = []
+    for f32_input, post, acc in ((True, 1, True), (False, 0, False)):
+        name = f"syn-categorical-{'f32' if f32_input else 'f64'}"
+        path = os.path.join(work, name + ".forest")
+        cats = []
+        trees = [(0, random_categorical_tree(rng, int(rng.integers(1, 5)), 3,
+                                             [0.0, 2.5, -1.0, 40.0], lambda: [float(rng.normal())],
+                                             cats)) for _ in range(8)]
+        forest_file(path, trees=trees, cats=cats, f32_input=f32_input, features=3, outputs=1,
+                    classes=2 if post == 1 else 1, leaf_width=1, base=[0.25], post=post,
+                    alpha=1.0, agg=0, f32_acc=acc, task=1 if post == 1 else 0)
+        out.append((name, path))
+    return out
 
 
 def synthetic_models(work, rng):
@@ -262,7 +333,16 @@ def special_values(pac):
             continue
         reached.add(ref)
         t, f, flags, left, right = pac.node(ref)
-        per_feature[f].add(float(t))
+        if flags & 0x80:  # a categorical split: its categories and their neighbours
+            lf, lw, rf, rw, _ = pac.splits[t]
+            for first, n in ((lf, lw), (rf, rw)):
+                for c in range(32 * n):
+                    if pac_reader.in_set(pac, first, n, c):
+                        per_feature[f].update((c, c + 0.5, c + 0.99, c - 0.5, c + 1))
+            per_feature[f].update((2.0**24, 2.0**31, 2.0**24 - 1, 2.0**31 - 1, 2.0**31 + 1,
+                                   -0.5, -1.0, 3.99, 1e10))
+        else:
+            per_feature[f].add(float(t))
         if (flags >> 3) & 3 == 0:
             stack.append(left)
         if (flags >> 5) & 3 == 0:
@@ -405,6 +485,18 @@ def edits(pac):
                  lambda p, b=base: (p.hset("I", b, 77), p.hset("I", b + 4, 1))),
                 ("source info record size 2", lambda p, b=base: p.hset("I", b + 24, 2)),
             ]
+        if stype == 8:  # the postprocess parameters (isolation score)
+            def param(p, i, v):
+                struct.pack_into("<d", p.data, p.record_offset(8, i), v)
+            out += [
+                ("isolation score with 1 parameter", lambda p, b=base: p.hset("Q", b + 16, 1)),
+                ("parameters for identity", lambda p: p.hset("B", 33, 0)),
+                ("isolation score, float32 accumulation", lambda p: p.hset("B", 36, 0)),
+                ("isolation denominator -1", lambda p: param(p, 0, -1.0)),
+                ("isolation offset NaN", lambda p: param(p, 1, math.nan)),
+                ("isolation denominator 0 (allowed)", lambda p: param(p, 0, 0.0)),
+                ("parameter section not required", lambda p, b=base: p.hset("I", b + 4, 0)),
+            ]
         if stype == 5:
             out.append(("leaf ids too short", lambda p, b=base: p.hset("Q", b + 16, 1)))
     return out
@@ -488,10 +580,12 @@ def main():
     os.makedirs(work, exist_ok=True)
     try:
         models = (train_xgboost(work, rng) + train_sklearn(work, rng) + lightgbm_fixtures() +
-                  synthetic_models(work, rng))
+                  synthetic_models(work, rng) + categorical_models(work, rng))
         # Crafted from these: leaf width 1 with groups, leaf width 3 with
-        # records and classes, float64 wide nodes.
-        hostile_models = {"xgb-softprob", "sk-rf-multi", "lgbm-multiclass"}
+        # records and classes, float64 wide nodes, an isolation score (section 8),
+        # LightGBM categorical splits.
+        hostile_models = {"xgb-softprob", "sk-rf-multi", "lgbm-multiclass", "sk-iforest",
+                          "lgbm-categorical_multiclass"}
         # 256-byte blocks: the header flows over two blocks. Format version 2
         # (files for readers before version 3): version 1 at 4 KiB, 2 below.
         variants = [("64k", ["--block-size", "64KiB"]),
@@ -500,15 +594,24 @@ def main():
                     ("4k-v1", ["--block-size", "4KiB", "--format-version", "2"]),
                     ("256-v2", ["--block-size", "256", "--format-version", "2"])]
         seen = set()
+        seen_categorical = set()
         for name, model in models:
             for vname, vflags in variants:
                 pac_path = os.path.join(work, f"{name}-{vname}.pac")
+                if "categorical" in name and "--format-version" in vflags:
+                    r = subprocess.run([args.pacset, "pack", model, "-o", pac_path, *vflags],
+                                       capture_output=True, text=True)
+                    expect(r.returncode != 0 and "format version 3" in r.stderr,
+                           f"{name}: packing categorical splits in version 2: {r.stderr.strip()}")
+                    continue
                 run([args.pacset, "pack", model, "-o", pac_path, *vflags])
                 csv_path = os.path.join(work, f"{name}-{vname}.csv")
                 adversarial_csv(pac_reader.PacFile(pac_path), csv_path, rng)
                 pac = compare(args.pacset, f"{name} ({vname})", pac_path, csv_path)
                 seen.add((pac.node_format, pac.input_precision, pac.accumulate_precision,
                           pac.postprocess, pac.aggregation, pac.version))
+                if pac.splits:
+                    seen_categorical.add((pac.node_format, pac.input_precision))
                 if vname in ("256", "4k-bfs-wide") and name in hostile_models:
                     verdicts(args.pacset, work, pac_path, rng)
         # Files pacset 0.1 wrote.
@@ -531,8 +634,11 @@ def main():
             ("float32 accumulation", any(s[2] == 0 for s in seen)),
             ("float64 accumulation", any(s[2] == 1 for s in seen)),
             ("mean aggregation", any(s[4] == 1 for s in seen)),
-        ] + [(f"postprocess {p}", any(s[3] == p for s in seen)) for p in range(6)] + [
-            (f"format version {v}", any(s[5] == v for s in seen)) for v in (1, 2, 3)]:
+        ] + [(f"postprocess {p}", any(s[3] == p for s in seen)) for p in range(7)] + [
+            (f"format version {v}", any(s[5] == v for s in seen)) for v in (1, 2, 3)] + [
+            (f"categorical splits in {'wide' if w else 'compact'} nodes over float{64 if p else 32} "
+             "input", (w, p) in seen_categorical) for w in (0, 1) for p in (0, 1)
+            if (w, p) != (0, 1)]:
             expect(ok, f"no model exercised {what}")
     finally:
         if not args.keep:

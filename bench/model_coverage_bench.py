@@ -1,0 +1,146 @@
+#!/usr/bin/python3
+"""Warm prediction speed of the models issue 32 added, against the library
+that trained them, in the same run: XGBoost with categorical features
+(partition and one-hot splits), XGBoost DART, scikit-learn
+HistGradientBoosting (numeric with NaN, and categorical) and IsolationForest.
+
+  PYTHONPATH=build/python bench/model_coverage_bench.py [--rounds 7]
+      [--rows 20000] [--trees 200] [--threads 2] [--only NAME]
+
+Each model is trained here with fixed seeds, loaded with pacset.load (the
+library object itself), and both sides predict the same rows given as each
+library reads them fastest (XGBoost: inplace_predict on float32 numpy;
+scikit-learn: its predict / predict_proba / score_samples on float64 numpy,
+which it reads without a copy). Outputs are checked first (bit for bit
+where pacset claims it, else the stated tolerance). Rounds interleave the
+two sides in shuffled order; figures are rows/s, median [min-max], and the
+ratio of the medians. Absolute figures depend on the machine.
+"""
+import argparse
+import os
+import random
+import statistics
+import sys
+import time
+
+import numpy as np
+
+import pacset
+
+
+def timed(fn, X):
+    t0 = time.perf_counter()
+    fn(X)
+    return len(X) / (time.perf_counter() - t0)
+
+
+def spread(xs):
+    return f"{statistics.median(xs):,.0f} [{min(xs):,.0f}-{max(xs):,.0f}]"
+
+
+def categorical_data(rng, n, n_cat=6, n_num=6, cats=60):
+    codes = rng.integers(0, cats, size=(n, n_cat)).astype(np.float32)
+    num = rng.normal(size=(n, n_num)).astype(np.float32)
+    num[rng.random(num.shape) < 0.05] = np.nan
+    X = np.hstack([codes, num])
+    y = ((codes[:, 0] % 3 == 0) + 0.3 * np.nan_to_num(num[:, 0]) +
+         0.2 * (codes[:, 1] > cats / 2) + rng.normal(size=n) * 0.3)
+    return X, y, n_cat
+
+
+def xgb_categorical(rng, a, onehot):
+    import xgboost as xgb
+    X, y, n_cat = categorical_data(rng, 20000)
+    types = ["c"] * n_cat + ["q"] * (X.shape[1] - n_cat)
+    d = xgb.DMatrix(X, label=(y > 0.5).astype(int), feature_types=types, enable_categorical=True)
+    b = xgb.train({"objective": "binary:logistic", "max_depth": 6, "tree_method": "hist",
+                   "max_cat_to_onehot": 1000 if onehot else 1, "nthread": a.threads}, d, a.trees)
+    Xt, _, _ = categorical_data(rng, a.rows)
+    return b, Xt, lambda X: b.inplace_predict(X), "bits"
+
+
+def xgb_dart(rng, a):
+    import xgboost as xgb
+    X = rng.normal(size=(20000, 12)).astype(np.float32)
+    y = X[:, 0] + 0.5 * X[:, 1] ** 2 + rng.normal(size=len(X)) * 0.2
+    b = xgb.train({"booster": "dart", "rate_drop": 0.1, "max_depth": 6, "nthread": a.threads},
+                  xgb.DMatrix(X, label=y), a.trees)
+    Xt = rng.normal(size=(a.rows, 12)).astype(np.float32)
+    return b, Xt, lambda X: b.inplace_predict(X), "bits"
+
+
+def hgb(rng, a, categorical):
+    from sklearn.ensemble import HistGradientBoostingClassifier
+    X, y, n_cat = categorical_data(rng, 20000)
+    X = X.astype(np.float64)
+    mask = [True] * n_cat + [False] * (X.shape[1] - n_cat) if categorical else None
+    est = HistGradientBoostingClassifier(max_iter=a.trees, max_depth=6, categorical_features=mask,
+                                         early_stopping=False, random_state=0)
+    est.fit(X, (y > 0.5).astype(int))
+    Xt, _, _ = categorical_data(rng, a.rows)
+    return est, Xt.astype(np.float64), est.predict_proba, 1e-12
+
+
+def iforest(rng, a):
+    from sklearn.ensemble import IsolationForest
+    X = rng.normal(size=(20000, 12))
+    est = IsolationForest(n_estimators=a.trees, random_state=0).fit(X)
+    Xt = rng.normal(size=(a.rows, 12)) * 1.5
+    return est, Xt, est.score_samples, 1e-12
+
+
+def check(name, got, want, how):
+    got = np.asarray(got).reshape(len(want), -1)
+    want = np.asarray(want).reshape(len(want), -1)
+    if how == "bits":
+        ok = np.array_equal(got.astype(np.float32).view(np.uint32),
+                            want.astype(np.float32).view(np.uint32))
+    else:
+        ok = np.allclose(got, want, rtol=0, atol=how)
+    if not ok:
+        raise SystemExit(f"{name}: pacset and the library disagree; not timing it")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--rows", type=int, default=20000)
+    ap.add_argument("--trees", type=int, default=200)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--only")
+    a = ap.parse_args()
+    makers = {
+        "xgb-categorical-partition": lambda r: xgb_categorical(r, a, onehot=False),
+        "xgb-categorical-onehot": lambda r: xgb_categorical(r, a, onehot=True),
+        "xgb-dart": lambda r: xgb_dart(r, a),
+        "hgb-numeric-nan": lambda r: hgb(r, a, categorical=False),
+        "hgb-categorical": lambda r: hgb(r, a, categorical=True),
+        "isolation-forest": lambda r: iforest(r, a),
+    }
+    print(f"{a.rows} rows, {a.trees} trees, {a.threads} threads, {a.rounds} interleaved rounds; "
+          "rows/s median [min-max]")
+    for name, make in makers.items():
+        if a.only and a.only != name:
+            continue
+        rng = np.random.default_rng(1)
+        model, X, library, how = make(rng)
+        forest = pacset.load(model)
+        if name == "isolation-forest":
+            ours = lambda X: forest.score_samples(X, n_threads=a.threads)  # noqa: E731
+        else:
+            ours = lambda X: forest.predict(X, n_threads=a.threads)  # noqa: E731
+        check(name, ours(X), library(X), how)
+        ours(X), library(X)  # warm both
+        times = {"pacset": [], "library": []}
+        for _ in range(a.rounds):
+            order = list(times)
+            random.shuffle(order)
+            for side in order:
+                times[side].append(timed(ours if side == "pacset" else library, X))
+        ratio = statistics.median(times["pacset"]) / statistics.median(times["library"])
+        print(f"{name:28s} pacset {spread(times['pacset'])}  library {spread(times['library'])}"
+              f"  ratio {ratio:.2f}x", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
