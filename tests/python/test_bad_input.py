@@ -35,7 +35,8 @@ def bad_inputs(n):
         "None": (None, "2-D"),
         "string column": (pd.DataFrame({f"c{i}": ["a"] * 4 if i == 0 else [0.0] * 4
                                         for i in range(n)}), "column 'c0'"),
-        "categorical column": (pd.DataFrame({f"c{i}": pd.Categorical([1.0] * 4) if i == 1 else [0.0] * 4
+        # scikit-learn reads a category column by its values: strings are no numbers.
+        "categorical column": (pd.DataFrame({f"c{i}": pd.Categorical(["x"] * 4) if i == 1 else [0.0] * 4
                                              for i in range(n)}), "column 'c1'"),
         "narrow DataFrame": (pd.DataFrame(ok[:, :2]), "columns"),
     }

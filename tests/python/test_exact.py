@@ -2,6 +2,7 @@
 (float32/float64, C/Fortran order, strided) and pandas, for forests loaded from
 objects, from model files and from saved .pac files."""
 import numpy as np
+import pandas as pd
 import pytest
 import xgboost as xgb
 from sklearn.ensemble import (ExtraTreesRegressor, GradientBoostingClassifier,
@@ -229,6 +230,16 @@ def test_hist_gradient_boosting_equals_the_estimator(name, hist_models, tmp_path
             assert reached["is_leaf"].all(), f"{fname} tree {t}"
             assert np.array_equal(reached["value"], p.predict(rows, known, f_idx_map, 1)), \
                 f"{fname} tree {t}: a row reaches a leaf other than scikit-learn's"
+
+
+def test_hist_gradient_boosting_reads_a_category_column_by_its_values_as_sklearn_does(
+        hist_models):
+    X, models = hist_models
+    est = models["squared_error"]
+    frame = pd.DataFrame(X[:300], columns=[f"f{i}" for i in range(X.shape[1])])
+    # Categories that are not 0..k-1: their codes are not their values.
+    frame["f0"] = pd.Categorical(frame["f0"], categories=np.arange(38, -2, -2.0))
+    _same(pacset.load(est).predict(frame), est.predict(frame), "category column")
 
 
 def test_thread_counts_give_identical_results(xgb_models, data):
