@@ -70,7 +70,10 @@ struct ArrayView {
 
 // ---- scikit-learn ----
 
-// One fitted DecisionTree*'s tree_ (sklearn/tree/_tree.pyx), node 0 the root.
+// One fitted DecisionTree*'s tree_ (sklearn/tree/_tree.pyx), node 0 the root;
+// or one HistGradientBoosting TreePredictor's nodes (sklearn/ensemble/
+// _hist_gradient_boosting/predictor.py), whose leaves are marked by is_leaf
+// (their children are 0) and whose missing_go_to_left is always given.
 struct SklearnTreeArrays {
   uint32_t output = 0;  // gradient boosting: the raw-prediction column k of estimators_[stage, k]
   ArrayView children_left, children_right;  // -1 at leaves
@@ -79,6 +82,10 @@ struct SklearnTreeArrays {
   ArrayView value;  // tree_.value flattened row-major: node_count * value_width
   ArrayView n_node_samples;
   ArrayView missing_go_to_left;  // scikit-learn >= 1.3; empty when absent
+  // HistGradientBoosting only (empty otherwise).
+  ArrayView is_leaf, is_categorical;
+  ArrayView bitset_idx;        // a categorical node's row of left_cat_bitsets
+  ArrayView left_cat_bitsets;  // raw_left_cat_bitsets flattened: bitset_words per row
 };
 
 // What the estimator says about itself; the same members as the exported JSON
@@ -92,6 +99,12 @@ struct SklearnEstimatorArrays {
   std::string loss;
   double learning_rate = 1.0;
   std::vector<double> init_raw_prediction;  // n_outputs values
+  // HistGradientBoosting only: words per category bitset, the categorical
+  // features (ascending) and each one's known categories (bitset_words words
+  // per feature, _bin_mapper.make_known_categories_bitsets()).
+  uint32_t bitset_words = 0;
+  std::vector<int64_t> categorical_features;
+  std::vector<uint32_t> known_category_bitsets;
   // IsolationForest only: n_estimators * c(max_samples_) and offset_ (each
   // tree's value array holds c(n_node_samples) per node, feature ids are
   // the estimator's columns: docs/sklearn-export.md).

@@ -31,6 +31,11 @@
 //    that saw no missing values in training (sklearn/tree/_splitter.pyx:
 //    `missing_go_to_left = n_left > n_right`): NaN goes to the child with more
 //    training samples (n_node_samples), and to the right on a tie.
+//  - HistGradientBoosting (ensemble/_hist_gradient_boosting/): float64
+//    inputs and thresholds, NaN to missing_go_to_left, categorical splits as
+//    CategoryRule::kSklearn; raw = baseline + sum of leaf values (shrinkage
+//    already applied) in float64, iteration order; then the loss's inverse
+//    link. See ImportHistTree and docs/sklearn-export.md.
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -44,7 +49,7 @@ namespace {
 
 constexpr int64_t kFormatVersion = 1;
 
-enum class EstimatorKind { kForest, kBoosting, kIsolation };
+enum class EstimatorKind { kForest, kBoosting, kHistBoosting, kIsolation };
 
 struct EstimatorInfo {
   const char* name;
@@ -63,8 +68,14 @@ constexpr EstimatorInfo kEstimators[] = {
     {"ExtraTreeRegressor", EstimatorKind::kForest, false},
     {"GradientBoostingClassifier", EstimatorKind::kBoosting, true},
     {"GradientBoostingRegressor", EstimatorKind::kBoosting, false},
+    {"HistGradientBoostingClassifier", EstimatorKind::kHistBoosting, true},
+    {"HistGradientBoostingRegressor", EstimatorKind::kHistBoosting, false},
     {"IsolationForest", EstimatorKind::kIsolation, false},
 };
+
+// Words per category bitset in scikit-learn's HistGradientBoosting
+// (common.pxd BITSET_DTYPE_C, uint32[8]: categories 0..255).
+constexpr uint32_t kHistBitsetWords = 8;
 
 // The "task" the exporter writes for an estimator.
 const char* SklearnTaskName(const EstimatorInfo& info, int64_t num_classes) {
@@ -148,10 +159,38 @@ StatusOr<GradientBoostingLoss> LookupLoss(const std::string& loss, bool classifi
                     StatusCode::kNotSupported);
 }
 
+// HistGradientBoosting's loss -> its inverse link (_loss/link.py): binary
+// log-loss expit (two columns [1 - p, p], HalfBinomialLoss.predict_proba),
+// multiclass softmax (utils/extmath.py softmax: max subtracted, exp, summed in
+// class order, divided), poisson exp, the others identity.
+StatusOr<GradientBoostingLoss> LookupHistLoss(const std::string& loss, bool classifier,
+                                              uint32_t num_outputs, const std::string& name) {
+  if (classifier) {
+    const bool binary = num_outputs == 1;
+    if (loss == "log_loss" || loss == "auto" ||
+        loss == (binary ? "binary_crossentropy" : "categorical_crossentropy"))
+      return GradientBoostingLoss{binary ? Postprocess::kSigmoidPair : Postprocess::kSoftmax, 1.0};
+  } else {
+    for (const char* l : {"squared_error", "absolute_error", "quantile", "least_squares",
+                          "least_absolute_deviation"})
+      if (loss == l) return GradientBoostingLoss{Postprocess::kIdentity, 1.0};
+    if (loss == "poisson") return GradientBoostingLoss{Postprocess::kExponential, 1.0};
+  }
+  return FieldError(name, "loss",
+                    "loss '" + loss.substr(0, 80) + "' is not supported for a " +
+                        (classifier ? "HistGradientBoostingClassifier (supported: log_loss)"
+                                    : "HistGradientBoostingRegressor (supported: squared_error, "
+                                      "absolute_error, quantile, poisson)") +
+                        "; refit with a supported loss or predict with scikit-learn",
+                    StatusCode::kNotSupported);
+}
+
 // Scratch arrays of one tree, reused across trees.
 struct TreeScratch {
   std::vector<int64_t> left, right, feat, samples, missing_left;
   std::vector<double> th, value;
+  std::vector<int64_t> is_leaf, is_categorical, bitset_idx, left_bitsets;
+  std::vector<uint32_t> left_set, right_set;
 };
 
 Status CheckLength(const ArrayView& a, size_t expected, const std::string& name,
@@ -253,6 +292,170 @@ Status ImportTree(const SklearnTreeArrays& tree, size_t t, uint32_t value_width,
   return Status::Ok();
 }
 
+// The known categories of a HistGradientBoosting's categorical features.
+struct HistCategories {
+  uint32_t words = 0;                // per bitset
+  std::vector<int64_t> feature_row;  // per feature: its row of known, or -1
+  const uint32_t* known = nullptr;   // words per categorical feature
+};
+
+StatusOr<HistCategories> ReadHistCategories(const SklearnEstimatorArrays& est,
+                                            const std::string& name) {
+  HistCategories c;
+  c.words = est.bitset_words;
+  if (c.words != kHistBitsetWords)
+    return FieldError(
+        name, "bitset_words",
+        "expected " + std::to_string(kHistBitsetWords) + ", found " + std::to_string(c.words));
+  c.feature_row.assign(static_cast<size_t>(est.n_features), -1);
+  for (size_t i = 0; i < est.categorical_features.size(); ++i) {
+    const int64_t feature = est.categorical_features[i];
+    if (feature < 0 || feature >= est.n_features || c.feature_row[feature] >= 0)
+      return FieldError(name, "categorical_features",
+                        "feature " + std::to_string(feature) +
+                            " is out of range or listed twice (n_features is " +
+                            std::to_string(est.n_features) + ")");
+    c.feature_row[feature] = static_cast<int64_t>(i);
+  }
+  if (est.known_category_bitsets.size() != est.categorical_features.size() * c.words)
+    return FieldError(name, "known_category_bitsets",
+                      "expected " + std::to_string(est.categorical_features.size() * c.words) +
+                          " words (" + std::to_string(c.words) +
+                          " per categorical feature), found " +
+                          std::to_string(est.known_category_bitsets.size()));
+  c.known = est.known_category_bitsets.data();
+  return c;
+}
+
+// The categories set in `n` bitset words.
+void BitsetMembers(const int64_t* words, const uint32_t* known, uint32_t n, bool minus,
+                   std::vector<uint32_t>& out) {
+  out.clear();
+  for (uint32_t w = 0; w < n; ++w) {
+    uint32_t bits = static_cast<uint32_t>(words[w]);
+    if (known != nullptr) bits = known[w] & (minus ? ~bits : bits);
+    for (uint32_t b = 0; b < 32; ++b)
+      if ((bits >> b) & 1u) out.push_back(w * 32 + b);
+  }
+}
+
+// Appends HistGradientBoosting tree `t` to `f` (predictor.py, _predictor.pyx
+// _predict_one_from_raw_data), in float64: a leaf (is_leaf) adds `value`, in
+// which the learning rate is already applied; a numerical node sends x left
+// iff x <= threshold (float64, +inf included) and NaN to missing_go_to_left;
+// a categorical node sends NaN and x < 0 the missing direction, a category in
+// its row of left_cat_bitsets left, else a known category of the feature
+// right, else (unknown) the missing direction: CategoryRule::kSklearn with
+// OutsideDirection::kDefault and the right set = known minus left.
+// (sklearn casts x to uint8 before the lookup, so there x >= 256 wraps; here
+// it is an unknown category: docs/sklearn-export.md.)
+Status ImportHistTree(const SklearnTreeArrays& tree, size_t t, const HistCategories& cats,
+                      const std::string& name, TreeScratch& s, Forest& f) {
+  const size_t n = tree.children_left.size;
+  if (n == 0)
+    return FieldError(name, TreeField(t, "children_left"), "a tree needs at least one node");
+  if (n > static_cast<size_t>(INT32_MAX))
+    return FieldError(name, TreeField(t, "children_left"), "tree too large");
+  const std::pair<const ArrayView*, const char*> fields[] = {
+      {&tree.children_right, "children_right"},
+      {&tree.feature, "feature"},
+      {&tree.threshold, "threshold"},
+      {&tree.value, "value"},
+      {&tree.n_node_samples, "n_node_samples"},
+      {&tree.missing_go_to_left, "missing_go_to_left"},
+      {&tree.is_leaf, "is_leaf"},
+      {&tree.is_categorical, "is_categorical"},
+      {&tree.bitset_idx, "bitset_idx"}};
+  for (const auto& [a, field] : fields)
+    PACSET_RETURN_IF_ERROR(CheckLength(*a, n, name, TreeField(t, field)));
+  for (const auto& [a, field] : fields)
+    if (a != &tree.threshold && a != &tree.value && !a->is_integer())
+      return FieldError(
+          name, TreeField(t, field),
+          std::string("an integer array expected, found ") + ElementTypeName(a->type));
+  if (!tree.children_left.is_integer() ||
+      (!tree.left_cat_bitsets.empty() && !tree.left_cat_bitsets.is_integer()))
+    return FieldError(name, TreeField(t, "children_left"), "integer arrays expected");
+  if (tree.left_cat_bitsets.size % cats.words != 0)
+    return FieldError(name, TreeField(t, "left_cat_bitsets"),
+                      std::to_string(tree.left_cat_bitsets.size) + " words is not a multiple of " +
+                          std::to_string(cats.words));
+  const size_t num_bitsets = tree.left_cat_bitsets.size / cats.words;
+  auto load = [](const ArrayView& a, auto& v) {
+    v.resize(a.size);
+    a.CopyTo(v.data());
+  };
+  load(tree.children_left, s.left);
+  load(tree.children_right, s.right);
+  load(tree.feature, s.feat);
+  load(tree.threshold, s.th);
+  load(tree.value, s.value);
+  load(tree.n_node_samples, s.samples);
+  load(tree.missing_go_to_left, s.missing_left);
+  load(tree.is_leaf, s.is_leaf);
+  load(tree.is_categorical, s.is_categorical);
+  load(tree.bitset_idx, s.bitset_idx);
+  load(tree.left_cat_bitsets, s.left_bitsets);
+
+  const uint64_t base = f.AddTree(tree.output, static_cast<uint32_t>(n));
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t g = base + i;
+    const std::string node = "node " + std::to_string(i);
+    if (s.samples[i] < 0)
+      return FieldError(name, TreeField(t, "n_node_samples"), node + " has a negative count");
+    f.cardinality[g] = static_cast<double>(s.samples[i]);
+    if (s.is_leaf[i] != 0) {
+      if (std::isnan(s.value[i]))
+        return FieldError(name, TreeField(t, "value"), node + " has a NaN leaf value");
+      f.leaf_value[g] = s.value[i];
+      continue;
+    }
+    const int64_t l = s.left[i], r = s.right[i];
+    for (const int64_t child : {l, r})
+      if (child <= static_cast<int64_t>(i) || child >= static_cast<int64_t>(n))
+        return FieldError(name, TreeField(t, child == l ? "children_left" : "children_right"),
+                          node + " has child " + std::to_string(child) + " outside " +
+                              std::to_string(i + 1) + ".." + std::to_string(n - 1));
+    if (s.feat[i] < 0 || s.feat[i] >= static_cast<int64_t>(f.num_features))
+      return FieldError(name, TreeField(t, "feature"),
+                        node + " splits on feature " + std::to_string(s.feat[i]) +
+                            " but n_features is " + std::to_string(f.num_features));
+    f.left_child[g] = static_cast<int32_t>(l);
+    f.right_child[g] = static_cast<int32_t>(r);
+    f.split_feature[g] = static_cast<uint32_t>(s.feat[i]);
+    const uint8_t missing_left = s.missing_left[i] != 0 ? kDefaultLeft : 0;
+    if (s.is_categorical[i] == 0) {
+      if (std::isnan(s.th[i]))
+        return FieldError(name, TreeField(t, "threshold"), node + " has a NaN threshold");
+      f.threshold[g] = s.th[i];
+      f.flags[g] = missing_left;
+      continue;
+    }
+    const int64_t row = cats.feature_row[static_cast<size_t>(s.feat[i])];
+    if (row < 0)
+      return FieldError(name, TreeField(t, "is_categorical"),
+                        node + " is a categorical split on feature " + std::to_string(s.feat[i]) +
+                            ", which is not in categorical_features");
+    const int64_t b = s.bitset_idx[i];
+    if (b < 0 || static_cast<size_t>(b) >= num_bitsets)
+      return FieldError(name, TreeField(t, "bitset_idx"),
+                        node + " uses bitset " + std::to_string(b) + " but the tree has " +
+                            std::to_string(num_bitsets));
+    const int64_t* left_words = s.left_bitsets.data() + b * cats.words;
+    for (uint32_t w = 0; w < cats.words; ++w)
+      if (left_words[w] < 0 || left_words[w] > UINT32_MAX)
+        return FieldError(name, TreeField(t, "left_cat_bitsets"),
+                          "word " + std::to_string(b * cats.words + w) + " is not a uint32");
+    BitsetMembers(left_words, nullptr, cats.words, false, s.left_set);
+    BitsetMembers(left_words, cats.known + row * cats.words, cats.words, true, s.right_set);
+    f.threshold[g] = AddCategoricalSplit(f, s.left_set, s.right_set, CategoryRule::kSklearn);
+    f.flags[g] =
+        kCategorical | missing_left |
+        static_cast<uint8_t>(static_cast<uint8_t>(OutsideDirection::kDefault) << kOutsideShift);
+  }
+  return Status::Ok();
+}
+
 // ---- the exported JSON (and its binary stream) -> SklearnEstimatorArrays ----
 
 // The raw bytes after the JSON document of a binary stream; empty for JSON.
@@ -314,6 +517,26 @@ StatusOr<ArrayView> ReadArray(const JsonReader& parent, const std::string& key, 
   return ArrayView::Of(store.doubles.back());
 }
 
+// The HistGradientBoosting members: bitset_words, categorical_features,
+// known_category_bitsets (uint32 words).
+Status ReadHistMembers(const JsonReader& root, SklearnEstimatorArrays& est) {
+  PACSET_ASSIGN_OR_RETURN(auto words_r, root.Member("bitset_words"));
+  PACSET_ASSIGN_OR_RETURN(int64_t words, words_r.Integer());
+  if (words != kHistBitsetWords)
+    return words_r.Error("expected " + std::to_string(kHistBitsetWords) + ", found " +
+                         std::to_string(words));
+  est.bitset_words = kHistBitsetWords;
+  PACSET_ASSIGN_OR_RETURN(auto features_r, root.Member("categorical_features"));
+  PACSET_ASSIGN_OR_RETURN(est.categorical_features, features_r.Integers(-1));
+  PACSET_ASSIGN_OR_RETURN(auto known_r, root.Member("known_category_bitsets"));
+  PACSET_ASSIGN_OR_RETURN(std::vector<int64_t> known, known_r.Integers(-1));
+  for (int64_t w : known)
+    if (w < 0 || w > UINT32_MAX)
+      return known_r.Error("a word is not a uint32: " + std::to_string(w));
+  est.known_category_bitsets.assign(known.begin(), known.end());
+  return Status::Ok();
+}
+
 StatusOr<Forest> ImportSklearnDocument(const nlohmann::json& doc, const std::string& file,
                                        const Blob& blob) {
   JsonReader root(doc, file);
@@ -343,7 +566,8 @@ StatusOr<Forest> ImportSklearnDocument(const nlohmann::json& doc, const std::str
             .Error("estimator '" + est.estimator.substr(0, 80) +
                    "' is not supported (supported: " + SupportedEstimators() + ")")
             .message());
-  const bool boosting = info->kind == EstimatorKind::kBoosting;
+  const bool hist = info->kind == EstimatorKind::kHistBoosting;
+  const bool boosting = info->kind == EstimatorKind::kBoosting || hist;
   PACSET_ASSIGN_OR_RETURN(auto features_r, root.Member("n_features"));
   PACSET_ASSIGN_OR_RETURN(est.n_features, features_r.Integer());
   PACSET_ASSIGN_OR_RETURN(auto classes_n_r, root.Member("n_classes"));
@@ -390,6 +614,7 @@ StatusOr<Forest> ImportSklearnDocument(const nlohmann::json& doc, const std::str
     PACSET_ASSIGN_OR_RETURN(est.learning_rate, lr_r.Number());
     PACSET_ASSIGN_OR_RETURN(auto init_r, root.Member("init_raw_prediction"));
     PACSET_ASSIGN_OR_RETURN(est.init_raw_prediction, init_r.Doubles(num_outputs));
+    if (hist) PACSET_RETURN_IF_ERROR(ReadHistMembers(root, est));
   } else if (info->classifier) {
     value_width = static_cast<uint32_t>(num_classes);
   } else if (isolation) {
@@ -434,9 +659,17 @@ StatusOr<Forest> ImportSklearnDocument(const nlohmann::json& doc, const std::str
     PACSET_ASSIGN_OR_RETURN(a.value, ReadArray(tree, "value", false, n * value_width, blob, store));
     PACSET_ASSIGN_OR_RETURN(a.n_node_samples,
                             ReadArray(tree, "n_node_samples", true, n, blob, store));
-    if (tree.Has("missing_go_to_left")) {
+    if (hist || tree.Has("missing_go_to_left")) {
       PACSET_ASSIGN_OR_RETURN(a.missing_go_to_left,
                               ReadArray(tree, "missing_go_to_left", true, n, blob, store));
+    }
+    if (hist) {
+      PACSET_ASSIGN_OR_RETURN(a.is_leaf, ReadArray(tree, "is_leaf", true, n, blob, store));
+      PACSET_ASSIGN_OR_RETURN(a.is_categorical,
+                              ReadArray(tree, "is_categorical", true, n, blob, store));
+      PACSET_ASSIGN_OR_RETURN(a.bitset_idx, ReadArray(tree, "bitset_idx", true, n, blob, store));
+      PACSET_ASSIGN_OR_RETURN(a.left_cat_bitsets,
+                              ReadArray(tree, "left_cat_bitsets", true, -1, blob, store));
     }
   }
   auto forest = ImportSklearnArrays(est, file);
@@ -515,7 +748,8 @@ StatusOr<Forest> ImportSklearnArrays(const SklearnEstimatorArrays& est, const st
                       "estimator '" + est.estimator.substr(0, 80) +
                           "' is not supported (supported: " + SupportedEstimators() + ")",
                       StatusCode::kNotSupported);
-  const bool boosting = info->kind == EstimatorKind::kBoosting;
+  const bool hist = info->kind == EstimatorKind::kHistBoosting;
+  const bool boosting = info->kind == EstimatorKind::kBoosting || hist;
   if (est.n_features <= 0 || est.n_features > (1 << 30))
     return FieldError(name, "n_features", "n_features must be between 1 and 2^30");
   const int64_t num_classes = est.n_classes;
@@ -534,7 +768,8 @@ StatusOr<Forest> ImportSklearnArrays(const SklearnEstimatorArrays& est, const st
   f.aggregation = boosting ? Aggregation::kSum : Aggregation::kMean;
   f.num_features = static_cast<uint32_t>(est.n_features);
   f.num_classes = static_cast<uint32_t>(num_classes);
-  f.input_precision = Precision::kFloat32;
+  // HistGradientBoosting compares float64 X (X_DTYPE); the others float32.
+  f.input_precision = hist ? Precision::kFloat64 : Precision::kFloat32;
   f.accumulate_precision = Precision::kFloat64;
   f.cardinality_source = CardinalitySource::kTraining;
 
@@ -545,12 +780,15 @@ StatusOr<Forest> ImportSklearnArrays(const SklearnEstimatorArrays& est, const st
     f.num_outputs = num_classes > 2 ? static_cast<uint32_t>(num_classes) : 1;
     f.leaf_width = 1;
     PACSET_ASSIGN_OR_RETURN(GradientBoostingLoss loss,
-                            LookupLoss(est.loss, info->classifier, f.num_outputs, name));
+                            hist ? LookupHistLoss(est.loss, info->classifier, f.num_outputs, name)
+                                 : LookupLoss(est.loss, info->classifier, f.num_outputs, name));
     f.postprocess = loss.post;
     f.sigmoid_alpha = loss.sigmoid_alpha;
-    learning_rate = est.learning_rate;
-    if (!std::isfinite(learning_rate))
+    if (!std::isfinite(est.learning_rate))
       return FieldError(name, "learning_rate", "learning_rate must be finite");
+    // HistGradientBoosting leaves already hold the shrunk value (grower.py
+    // _apply_shrinkage); GradientBoosting* leaves are scaled here.
+    learning_rate = hist ? 1.0 : est.learning_rate;
     if (est.init_raw_prediction.size() != f.num_outputs)
       return FieldError(name, "init_raw_prediction",
                         "expected " + std::to_string(f.num_outputs) + " values, found " +
@@ -571,6 +809,10 @@ StatusOr<Forest> ImportSklearnArrays(const SklearnEstimatorArrays& est, const st
   size_t total_nodes = 0;
   for (const auto& tree : est.trees) total_nodes += tree.children_left.size;
   f.Reserve(est.trees.size(), total_nodes);
+  HistCategories cats;
+  if (hist) {
+    PACSET_ASSIGN_OR_RETURN(cats, ReadHistCategories(est, name));
+  }
   TreeScratch scratch;
   for (size_t t = 0; t < est.trees.size(); ++t) {
     const SklearnTreeArrays& tree = est.trees[t];
@@ -579,8 +821,9 @@ StatusOr<Forest> ImportSklearnArrays(const SklearnEstimatorArrays& est, const st
                         "tree " + std::to_string(t) + " feeds output " +
                             std::to_string(tree.output) + " but the model has " +
                             std::to_string(f.num_outputs));
-    PACSET_RETURN_IF_ERROR(ImportTree(tree, t, value_width, info->classifier && !boosting,
-                                      learning_rate, name, scratch, f));
+    PACSET_RETURN_IF_ERROR(hist ? ImportHistTree(tree, t, cats, name, scratch, f)
+                                : ImportTree(tree, t, value_width, info->classifier && !boosting,
+                                             learning_rate, name, scratch, f));
   }
   PACSET_RETURN_IF_ERROR(f.Validate().WithContext(name));
   return f;

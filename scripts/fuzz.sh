@@ -47,6 +47,7 @@ if [ ! -f $B/seeds-4.done ]; then
 import importlib.machinery, importlib.util, io, os, sys
 import numpy as np, xgboost as xgb
 from sklearn.ensemble import (GradientBoostingClassifier, GradientBoostingRegressor,
+                              HistGradientBoostingClassifier, HistGradientBoostingRegressor,
                               RandomForestClassifier, RandomForestRegressor)
 c, m, exporter = sys.argv[1:4]
 # The exporter in this process: no interpreter and scikit-learn import per model.
@@ -79,15 +80,21 @@ for name, data, params in [
     open(os.path.join(c, "xgboost_json", name + ".json"), "wb").write(bytes(b.save_raw("json")))
     open(os.path.join(c, "xgboost_ubjson", name + ".ubj"), "wb").write(bytes(b.save_raw("ubj")))
 # scikit-learn: 3 classes (leaf records of width 3, inline classes; boosting
-# of width 1), 2 classes (sigmoid pair), regressors (identity, mean and sum).
+# of width 1), 2 classes (sigmoid pair), regressors (identity, mean and sum);
+# HistGradientBoosting with a categorical column and NaN (categorical splits).
+Xh = X.copy(); Xh[:, 3] = rng.integers(0, 12, 300); Xh[rng.random(Xh.shape) < 0.1] = np.nan
+hist = dict(max_iter=3, max_leaf_nodes=5, categorical_features=[3], random_state=0)
 for name, est, label in [
+        ("hgb", HistGradientBoostingClassifier(**hist).fit(Xh, y3), None),
+        ("hgbp", HistGradientBoostingRegressor(loss="poisson", **hist).fit(Xh, counts), None),
         ("rf", RandomForestClassifier(n_estimators=3, max_depth=3, random_state=0), y3),
         ("gb", GradientBoostingClassifier(n_estimators=3, max_depth=2, random_state=0), y3),
         ("rf2", RandomForestClassifier(n_estimators=3, max_depth=3, random_state=0), y),
         ("gb2", GradientBoostingClassifier(n_estimators=3, max_depth=3, random_state=0), y),
         ("rfr", RandomForestRegressor(n_estimators=3, max_depth=3, random_state=0), X[:, 0]),
         ("gbr", GradientBoostingRegressor(n_estimators=3, max_depth=3, random_state=0), X[:, 0])]:
-    est.fit(X, label)
+    if label is not None:
+        est.fit(X, label)
     export.write_atomically(os.path.join(c, "sklearn_json", name + ".json"), export.export(est))
     stream = io.BytesIO()
     export.write_stream(est, stream)

@@ -374,6 +374,189 @@ TEST(SklearnImport, RejectsAnEmptyForest) {
   ExpectError(doc, StatusCode::kInvalidArgument, {"trees", "no trees"});
 }
 
+// ---- HistGradientBoosting ----
+
+// A HistGradientBoosting* with one tree per output: node 0 splits feature 0
+// by category (left set {1, 3}; known categories {1, 2, 3, 5}; missing
+// left), node 1 splits feature 1 at 0.1 (NaN right); leaves 2 (1.0), 3 (2.0),
+// 4 (-1.0), plus k for output k. Leaves carry 0 children, as sklearn writes.
+json Hist(const std::string& estimator, int classes, const std::string& loss) {
+  const int outputs = classes > 2 ? classes : 1;
+  const bool classifier = estimator == "HistGradientBoostingClassifier";
+  json trees = json::array();
+  for (int k = 0; k < outputs; ++k)
+    trees.push_back({{"output", k},
+                     {"children_left", {1, 2, 0, 0, 0}},
+                     {"children_right", {4, 3, 0, 0, 0}},
+                     {"feature", {0, 1, 0, 0, 0}},
+                     {"threshold", {0.0, 0.1, 0.0, 0.0, 0.0}},
+                     {"value", {0.0, 0.0, 1.0 + k, 2.0 + k, -1.0 + k}},
+                     {"n_node_samples", {10, 6, 3, 3, 4}},
+                     {"missing_go_to_left", {1, 0, 0, 0, 0}},
+                     {"is_leaf", {0, 0, 1, 1, 1}},
+                     {"is_categorical", {1, 0, 0, 0, 0}},
+                     {"bitset_idx", {0, 0, 0, 0, 0}},
+                     {"left_cat_bitsets", {0xa, 0, 0, 0, 0, 0, 0, 0}}});
+  json classes_list = json::array();
+  for (int c = 0; c < classes; ++c) classes_list.push_back(c);
+  json init = json::array();
+  for (int k = 0; k < outputs; ++k) init.push_back(0.5 * (k + 1));
+  return {{"format", "pacset-sklearn"},
+          {"format_version", 1},
+          {"sklearn_version", "1.2.1"},
+          {"estimator", estimator},
+          {"task", !classifier    ? "regression"
+                   : classes == 2 ? "binary"
+                                  : "multiclass"},
+          {"n_features", 2},
+          {"n_classes", classifier ? classes : 1},
+          {"classes", classifier ? classes_list : json::array()},
+          {"aggregation", "sum"},
+          {"loss", loss},
+          {"learning_rate", 0.1},
+          {"n_outputs", outputs},
+          {"init_raw_prediction", init},
+          {"bitset_words", 8},
+          {"categorical_features", {0}},
+          {"known_category_bitsets", {0x2e, 0, 0, 0, 0, 0, 0, 0}},
+          {"n_trees", outputs},
+          {"trees", trees}};
+}
+
+json HistRegressor(const std::string& loss = "squared_error") {
+  return Hist("HistGradientBoostingRegressor", 1, loss);
+}
+
+TEST(SklearnImport, HistCategoricalSplitSendsLeftSetLeftKnownRightAndTheRestTheMissingWay) {
+  auto f = Import(HistRegressor());
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  // Left subtree with x1 = 0 reaches leaf 2 (0.5 + 1.0); right is leaf 4 (0.5 - 1.0).
+  for (double x0 : {1.0, 3.0, 3.7, 1.99})  // left set (3.7 is category 3)
+    EXPECT_EQ(Margin(*f, x0)[0], 1.5) << x0;
+  for (double x0 : {2.0, 5.0, 5.5})  // known, not in the left set
+    EXPECT_EQ(Margin(*f, x0)[0], -0.5) << x0;
+  // Unknown (0, 4, 255), not a category (negative, >= 256, inf) and NaN:
+  // the missing direction, left here.
+  for (double x0 : {0.0, -0.0, 4.0, 255.0, 256.0, 257.0, 1e10, inf, -0.5, -1.0, -inf, nan})
+    EXPECT_EQ(Margin(*f, x0)[0], 1.5) << x0;
+}
+
+TEST(SklearnImport, HistNumericalSplitComparesFloat64Inputs) {
+  auto f = Import(HistRegressor());
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_EQ(f->input_precision, Precision::kFloat64);
+  // float32(0.1) > 0.1: a float32 comparison would send 0.1 right.
+  EXPECT_EQ(Margin(*f, 1.0, 0.1)[0], 1.5);
+  EXPECT_EQ(Margin(*f, 1.0, std::nextafter(0.1, 1.0))[0], 2.5);
+  EXPECT_EQ(Margin(*f, 1.0, std::numeric_limits<double>::quiet_NaN())[0], 2.5);
+}
+
+TEST(SklearnImport, HistLeavesAreAddedWithoutTheLearningRate) {
+  auto f = Import(HistRegressor());
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_EQ(Predict(*f, 2.0)[0], 0.5 - 1.0);  // learning_rate 0.1 is already in the leaves
+}
+
+TEST(SklearnImport, HistPoissonPredictsTheExponentialOfTheMargin) {
+  auto f = Import(HistRegressor("poisson"));
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_EQ(Predict(*f, 2.0)[0], std::exp(-0.5));
+  EXPECT_EQ(Margin(*f, 2.0)[0], -0.5);
+}
+
+TEST(SklearnImport, HistBinaryClassifierWritesTwoProbabilityColumns) {
+  auto f = Import(Hist("HistGradientBoostingClassifier", 2, "log_loss"));
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  const auto p = Predict(*f, 2.0);
+  ASSERT_EQ(p.size(), 2u);
+  EXPECT_EQ(p[1], 1.0 / (1.0 + std::exp(0.5)));
+  EXPECT_EQ(p[0], 1.0 - p[1]);
+}
+
+TEST(SklearnImport, HistMulticlassClassifierFeedsOneOutputPerTree) {
+  auto f = Import(Hist("HistGradientBoostingClassifier", 3, "log_loss"));
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_EQ(Margin(*f, 2.0), (std::vector<double>{-0.5, 1.0, 2.5}));
+  EXPECT_EQ(f->postprocess, Postprocess::kSoftmax);
+}
+
+TEST(SklearnImport, RejectsAnUnsupportedHistLossNamingTheSupportedOnes) {
+  ExpectError(HistRegressor("gamma"), StatusCode::kNotSupported,
+              {"loss", "'gamma' is not supported", "poisson", "refit"});
+  ExpectError(Hist("HistGradientBoostingClassifier", 3, "binary_crossentropy"),
+              StatusCode::kNotSupported, {"'binary_crossentropy' is not supported"});
+}
+
+TEST(SklearnImport, RejectsAHistCategoricalSplitOnANumericalFeature) {
+  json doc = HistRegressor();
+  doc["categorical_features"] = {1};
+  ExpectError(doc, StatusCode::kInvalidArgument,
+              {"trees/0/is_categorical", "feature 0, which is not in categorical_features"});
+}
+
+TEST(SklearnImport, RejectsAHistBitsetIndexOutsideTheTree) {
+  json doc = HistRegressor();
+  doc["trees"][0]["bitset_idx"] = {1, 0, 0, 0, 0};
+  ExpectError(doc, StatusCode::kInvalidArgument,
+              {"trees/0/bitset_idx", "node 0 uses bitset 1 but the tree has 1"});
+}
+
+TEST(SklearnImport, RejectsHistBitsetsOfAnotherWidth) {
+  json doc = HistRegressor();
+  doc["bitset_words"] = 4;
+  ExpectError(doc, StatusCode::kInvalidArgument, {"bitset_words", "expected 8, found 4"});
+  doc = HistRegressor();
+  doc["trees"][0]["left_cat_bitsets"] = {0xa, 0, 0};
+  ExpectError(doc, StatusCode::kInvalidArgument,
+              {"trees/0/left_cat_bitsets", "3 words is not a multiple of 8"});
+  doc = HistRegressor();
+  doc["known_category_bitsets"] = {0x2e};
+  ExpectError(doc, StatusCode::kInvalidArgument,
+              {"known_category_bitsets", "expected 8 words (8 per categorical feature), found 1"});
+}
+
+TEST(SklearnImport, RejectsAHistBitsetWordThatIsNotAUint32) {
+  json doc = HistRegressor();
+  doc["trees"][0]["left_cat_bitsets"][0] = 1LL << 32;
+  ExpectError(doc, StatusCode::kInvalidArgument, {"trees/0/left_cat_bitsets", "not a uint32"});
+  doc = HistRegressor();
+  doc["known_category_bitsets"][0] = -1;
+  ExpectError(doc, StatusCode::kInvalidArgument, {"known_category_bitsets", "not a uint32"});
+}
+
+TEST(SklearnImport, RejectsAHistCategoricalFeatureOutOfRangeOrTwice) {
+  json doc = HistRegressor();
+  doc["categorical_features"] = {0, 0};
+  doc["known_category_bitsets"] = json::array();
+  for (int i = 0; i < 16; ++i) doc["known_category_bitsets"].push_back(0);
+  ExpectError(doc, StatusCode::kInvalidArgument,
+              {"categorical_features", "feature 0 is out of range or listed twice"});
+}
+
+TEST(SklearnImport, RejectsAHistTreeWithoutItsNodeKinds) {
+  json doc = HistRegressor();
+  doc["trees"][0].erase("is_leaf");
+  ExpectError(doc, StatusCode::kInvalidArgument, {"missing field trees/0/is_leaf"});
+  doc = HistRegressor();
+  doc["trees"][0].erase("missing_go_to_left");
+  ExpectError(doc, StatusCode::kInvalidArgument, {"missing field trees/0/missing_go_to_left"});
+}
+
+TEST(SklearnImport, RejectsAHistChildPointingBackward) {
+  json doc = HistRegressor();
+  doc["trees"][0]["children_right"] = {4, 0, 0, 0, 0};  // node 1's right child is the root
+  ExpectError(doc, StatusCode::kInvalidArgument,
+              {"trees/0/children_right", "node 1 has child 0 outside 2..4"});
+}
+
+TEST(SklearnImport, RejectsANanHistLeafValue) {
+  json doc = HistRegressor();
+  doc["trees"][0]["value"][4] = "NaN";
+  ExpectError(doc, StatusCode::kInvalidArgument, {"trees/0/value", "node 4 has a NaN leaf value"});
+}
+
 TEST(SklearnImport, RejectsMalformedJsonWithItsPosition) {
   auto f = ImportSklearnJson("{\"format\": \"pacset-sklearn\",\n \"trees\": [1,,2]}", "bad.json");
   ASSERT_FALSE(f.ok());

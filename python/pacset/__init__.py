@@ -69,14 +69,17 @@ def _is_pandas_frame(x):
     return type(x).__module__.startswith("pandas.") and hasattr(x, "dtypes") and hasattr(x, "to_numpy")
 
 
-def _frame_rows(X):
+def _frame_rows(X, category_values=False):
     """A pandas DataFrame as a 2-D numpy array. Numeric and bool columns are
     read as numbers (missing values, pd.NA included, as NaN); `category`
     columns as their category codes, as XGBoost reads them
     (enable_categorical=True), with a missing value as NaN. The codes follow
     the column's own categories: a frame must list them as the training
     frame did (pd.Categorical(values, categories=the training categories)).
-    float32 when every column is float32 or categorical, else float64."""
+    With category_values (scikit-learn forests: its check_array converts a
+    category column to its values) a category column is read by its values,
+    which must be numbers. float32 when every column is float32 or read as
+    codes, else float64."""
     import pandas as pd
 
     if X.ndim != 2:
@@ -84,6 +87,14 @@ def _frame_rows(X):
     categorical = []
     all_f32 = True
     for name, dtype in X.dtypes.items():
+        if isinstance(dtype, pd.CategoricalDtype) and category_values:
+            if not pd.api.types.is_numeric_dtype(dtype.categories.dtype):
+                raise ValueError(f"column {name!r} has {dtype.categories.dtype} categories; "
+                                 "scikit-learn reads a category column by its values, which "
+                                 "must be numbers (as in training): pass the numbers")
+            categorical.append(False)
+            all_f32 = all_f32 and dtype.categories.dtype == np.float32
+            continue
         if isinstance(dtype, pd.CategoricalDtype):
             categorical.append(True)
             if len(dtype.categories) > 1 << 24:
@@ -110,10 +121,11 @@ def _frame_rows(X):
     return out
 
 
-def _rows(X):
-    """X as a 2-D float32/float64 numpy array, read in place when it is one."""
+def _rows(X, category_values=False):
+    """X as a 2-D float32/float64 numpy array, read in place when it is one
+    (category_values: see _frame_rows)."""
     if _is_pandas_frame(X):
-        X = _frame_rows(X)
+        X = _frame_rows(X, category_values)
     elif not isinstance(X, np.ndarray):
         if hasattr(X, "toarray") or hasattr(X, "tocsr"):
             raise ValueError("sparse matrices are not supported; pass a dense array")
@@ -222,8 +234,13 @@ class Forest:
             return np.float32
         return np.float64
 
+    def _reads_category_values(self):
+        """scikit-learn converts a DataFrame's category column to its values
+        (check_array), XGBoost and LightGBM read its codes."""
+        return self._family() == "sklearn"
+
     def _predict(self, X, margin, n_threads):
-        X = _rows(X)
+        X = _rows(X, self._reads_category_values())
         f32 = self._out_dtype() == np.float32
         out = self._core.predict(X, margin, _threads(n_threads), f32)
         if out.shape[1] == 1:
@@ -286,7 +303,7 @@ class Forest:
         shapes them: XGBoost pred_leaf (float32, rows x trees), scikit-learn
         apply (int64 rows x trees; one tree: 1-D; gradient boosting: float64
         rows x stages x outputs), LightGBM pred_leaf (int32)."""
-        X = _rows(X)
+        X = _rows(X, self._reads_category_values())
         leaves = self._core.apply(X, _threads(n_threads))
         family = self._family()
         if family == "xgboost":
@@ -450,6 +467,8 @@ def _sklearn_forest(est, name, pack):
         raise ValueError(str(e)) from None
     if "init_raw_prediction" in doc:
         doc["init_raw_prediction"] = [float(x) for x in doc["init_raw_prediction"]]
+    if "known_category_bitsets" in doc:
+        doc["known_category_bitsets"] = [int(w) for w in doc["known_category_bitsets"]]
     return Forest(_core.load_sklearn(doc, arrays, name, pack))
 
 

@@ -280,6 +280,11 @@ std::shared_ptr<PyForest> LoadSklearn(const py::dict& doc, const py::list& trees
     est.learning_rate = doc["learning_rate"].cast<double>();
     est.init_raw_prediction = doc["init_raw_prediction"].cast<std::vector<double>>();
   }
+  if (doc.contains("bitset_words")) {  // HistGradientBoosting
+    est.bitset_words = doc["bitset_words"].cast<uint32_t>();
+    est.categorical_features = doc["categorical_features"].cast<std::vector<int64_t>>();
+    est.known_category_bitsets = doc["known_category_bitsets"].cast<std::vector<uint32_t>>();
+  }
   if (doc.contains("score_denominator")) {  // IsolationForest
     est.score_denominator = doc["score_denominator"].cast<double>();
     est.offset = doc["offset"].cast<double>();
@@ -297,6 +302,12 @@ std::shared_ptr<PyForest> LoadSklearn(const py::dict& doc, const py::list& trees
     a.n_node_samples = View1D(tree["n_node_samples"], at + "n_node_samples");
     if (tree.contains("missing_go_to_left"))
       a.missing_go_to_left = View1D(tree["missing_go_to_left"], at + "missing_go_to_left");
+    if (tree.contains("is_leaf")) {  // HistGradientBoosting
+      a.is_leaf = View1D(tree["is_leaf"], at + "is_leaf");
+      a.is_categorical = View1D(tree["is_categorical"], at + "is_categorical");
+      a.bitset_idx = View1D(tree["bitset_idx"], at + "bitset_idx");
+      a.left_cat_bitsets = View1D(tree["left_cat_bitsets"], at + "left_cat_bitsets");
+    }
     est.trees.push_back(a);
   }
   return BuildAndPack(

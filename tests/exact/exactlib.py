@@ -51,6 +51,17 @@ class Checker:
                     f"{label} {what}: {len(diff[0])} values differ, first at row {diff[0][:1]} "
                     f"col {diff[1][:1]}: got {got32[diff][:3]} want {want[diff][:3]}")
 
+    def same_float64(self, label, what, got, want):
+        """float64 outputs must have identical bits (NaN equal to NaN)."""
+        want = np.asarray(want, dtype=np.float64).reshape(len(got), -1)
+        if got.shape != want.shape:
+            return self.expect(False, f"{label} {what}: shape {got.shape} != {want.shape}")
+        diff = np.nonzero((got.view(np.uint64) != want.view(np.uint64))
+                          & ~(np.isnan(got) & np.isnan(want)))
+        self.expect(len(diff[0]) == 0,
+                    f"{label} {what}: {len(diff[0])} values differ, first at row {diff[0][:1]} "
+                    f"col {diff[1][:1]}: got {got[diff][:3]} want {want[diff][:3]}")
+
     def close(self, label, what, got, want, tol):
         want = np.asarray(want, dtype=np.float64).reshape(len(got), -1)
         if got.shape != want.shape:

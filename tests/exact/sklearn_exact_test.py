@@ -26,6 +26,27 @@ child with more training samples, to the right on a tie; the expected leaves
 are computed here from the tree arrays. Error paths are checked too: a file
 that is not a model, an unsupported estimator, and no usable python.
 
+HistGradientBoosting (trained with NaN, with and without categorical
+features) is checked on rows with values at and beside every numerical
+threshold, +-inf, NaN, and in categorical columns every category 0..255
+(seen in training or not), -0.0, negative, non-integer and huge values:
+
+  decision_function          --margin, bit-identical
+  predict (identity losses), binary predict_proba
+                             bit-identical
+  multiclass predict_proba, poisson predict
+                             within (2K + 1) ulps relative (K classes; 1 for
+                             poisson): numpy's exp differs from libm's by up
+                             to 1 ulp on CPUs where numpy has a SIMD exp
+  --leaf                     each tree's leaf holds the value that tree's
+                             TreePredictor.predict returns (HistGradientBoosting
+                             has no apply())
+
+A categorical value >= 256 is an unknown category for pacset (the missing
+direction), where scikit-learn 1.2.1 wraps it to uint8 (docs/sklearn-export.md):
+such rows are compared with scikit-learn given NaN there, and the wrapping
+itself is checked so that the documentation stays true.
+
 Usage: sklearn_exact_test.py --pacset PATH [--keep DIR]
 """
 import argparse
@@ -41,10 +62,11 @@ import warnings
 import joblib
 import numpy as np
 from sklearn import datasets
-from sklearn.ensemble import (ExtraTreesClassifier, ExtraTreesRegressor,
+from sklearn._loss.loss import HalfGammaLoss
+from sklearn.ensemble import (AdaBoostClassifier, ExtraTreesClassifier, ExtraTreesRegressor,
                               GradientBoostingClassifier, GradientBoostingRegressor,
-                              HistGradientBoostingClassifier, IsolationForest,
-                              RandomForestClassifier, RandomForestRegressor)
+                              HistGradientBoostingClassifier, HistGradientBoostingRegressor,
+                              IsolationForest, RandomForestClassifier, RandomForestRegressor)
 from sklearn.ensemble._iforest import _average_path_length
 from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 
@@ -457,6 +479,233 @@ def check_isolation_errors(checker, work, data):
     checker.expect(rc != 0 and "score_samples" in err, f"--method proba: got {rc}: {err}")
 
 
+# ---- HistGradientBoosting ----
+
+HIST_CATEGORY_PROBES = [-0.0, -0.5, -1.0, -256.0, -1e10, 3.7, 254.5, 255.5, 256.0, 257.0, 300.0,
+                        511.0, 70000.0, 2.0**31 - 1, 2.0**31, 2.0**32 + 3, 1e10, 1e300,
+                        np.inf, -np.inf, np.nan]
+ULP = 2.0**-52
+
+
+def hist_data(rng):
+    """Rows with NaN in every column; categorical columns 0 (even values
+    0..198: odd ones and 200..255 never seen), 3 (0..9) and 5 (only category
+    4, else NaN: a split whose left bitset sklearn never fills)."""
+    n = 1500
+    X = np.empty((n, 6))
+    X[:, 0] = 2 * rng.integers(0, 100, n)
+    X[:, 1] = rng.normal(size=n)
+    X[:, 2] = np.round(rng.normal(size=n) * 4) / 4  # ties
+    X[:, 3] = rng.integers(0, 10, n)
+    X[:, 4] = rng.exponential(size=n) * 1e3
+    X[:, 5] = 4.0
+    for f in range(6):
+        X[rng.random(n) < (0.5 if f == 5 else 0.08), f] = np.nan
+    score = (np.nan_to_num(X[:, 0], nan=7) % 6 == 0) * 1.5 + np.nan_to_num(X[:, 1]) \
+        + (np.nan_to_num(X[:, 3], nan=3) % 3) * 0.7 - np.isnan(X[:, 5]) * 0.8 \
+        + np.log1p(np.nan_to_num(X[:, 4])) * 0.2 + rng.normal(size=n) * 0.3
+    return X, score
+
+
+def train_hist_models(X, score):
+    cats = [0, 3, 5]
+    q = np.quantile(score, [0.33, 0.66])
+    y3 = np.digitize(score, q)
+    yb = (score > np.median(score)).astype(int)
+    specs = [
+        ("hgb_binary_cat", HistGradientBoostingClassifier(max_iter=25, categorical_features=cats,
+                                                          random_state=1), yb, ".joblib"),
+        ("hgb_binary_num", HistGradientBoostingClassifier(max_iter=20, max_leaf_nodes=15,
+                                                          random_state=2), yb, ".pkl"),
+        ("hgb_multi_cat", HistGradientBoostingClassifier(max_iter=15, categorical_features=cats,
+                                                         learning_rate=0.3, random_state=3),
+         np.array(["low", "mid", "high"])[y3], ".joblib"),
+        ("hgb_multi_num", HistGradientBoostingClassifier(max_iter=10, random_state=4), y3,
+         ".joblib"),
+        ("hgb_squared_cat", HistGradientBoostingRegressor(max_iter=30, categorical_features=cats,
+                                                          random_state=5), score, ".pkl"),
+        ("hgb_absolute", HistGradientBoostingRegressor(loss="absolute_error", max_iter=15,
+                                                       random_state=6), score, ".joblib"),
+        ("hgb_quantile_cat", HistGradientBoostingRegressor(loss="quantile", quantile=0.8,
+                                                           max_iter=15, categorical_features=cats,
+                                                           random_state=7), score, ".joblib"),
+        ("hgb_poisson_cat", HistGradientBoostingRegressor(loss="poisson", max_iter=20,
+                                                          categorical_features=cats,
+                                                          random_state=8),
+         np.exp(score / 2), ".joblib"),
+    ]
+    models = []
+    for name, est, y, ext in specs:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            est.fit(X, y)
+        models.append((name, est, ext))
+    return models
+
+
+def hist_rows(est, X, rng):
+    """Adversarial rows (module docstring); values >= 256 in categorical columns included."""
+    d = X.shape[1]
+    base = X[rng.integers(len(X), size=4000)]
+    rows = []
+
+    def row_with(f, v):
+        r = base[len(rows) % len(base)].copy()
+        r[f] = v
+        rows.append(r)
+
+    for stage in est._predictors[:THRESHOLD_TREES]:
+        for p in stage:
+            for node in p.nodes[p.nodes["is_leaf"] == 0]:
+                if node["is_categorical"]:
+                    continue
+                t = float(node["num_threshold"])
+                for v in (t, np.nextafter(t, np.inf), np.nextafter(t, -np.inf), np.inf, -np.inf):
+                    row_with(int(node["feature_idx"]), v)
+    is_cat = getattr(est, "is_categorical_", None)
+    categorical = np.flatnonzero(is_cat) if is_cat is not None else []
+    for f in categorical:
+        for v in list(range(256)) + HIST_CATEGORY_PROBES:
+            row_with(f, float(v))
+    for v in (0.0, -0.0, np.nan, np.inf, -np.inf, 1e300):
+        rows.append(np.full(d, v))
+    rows.extend(X[rng.choice(len(X), size=200, replace=False)])
+    noisy = X[rng.integers(len(X), size=200)].copy()
+    noisy[rng.random(size=noisy.shape) < 0.3] = np.nan
+    rows.extend(noisy)
+    return np.array(rows, dtype=np.float64)
+
+
+def hist_oracle_rows(est, rows):
+    """The rows scikit-learn is asked about: a categorical value >= 256 (an
+    unknown category for pacset) replaced by NaN (the same direction)."""
+    out = rows.copy()
+    is_cat = getattr(est, "is_categorical_", None)
+    if is_cat is not None:
+        cols = out[:, np.flatnonzero(is_cat)]
+        cols[cols >= 256] = np.nan
+        out[:, np.flatnonzero(is_cat)] = cols
+    return out
+
+
+def hist_tree_values(est, rows):
+    """Each tree's own output per row: TreePredictor.predict, in pacset's tree order."""
+    known, f_idx_map = est._bin_mapper.make_known_categories_bitsets()
+    return [(p, p.predict(rows, known, f_idx_map, 1))
+            for stage in est._predictors for p in stage]
+
+
+def check_wrapping(checker, name, est, X):
+    """What docs/sklearn-export.md says scikit-learn 1.2.1 does with a
+    categorical value >= 256 (x86-64): [256, 2^31) wraps modulo 256, 2^31 and
+    above (+inf too) act as category 0."""
+    is_cat = getattr(est, "is_categorical_", None)
+    if is_cat is None or not sklearn_version_is("1.2."):
+        return
+    f = int(np.flatnonzero(is_cat)[0])
+    probes = [(256.0, 0.0), (257.0, 1.0), (300.0, 44.0), (70000.0, 112.0), (2.0**31 - 1, 255.0),
+              (2.0**31, 0.0), (1e10, 0.0), (np.inf, 0.0)]
+    rows = np.repeat(X[:1], len(probes), axis=0)
+    same = rows.copy()
+    rows[:, f] = [v for v, _ in probes]
+    same[:, f] = [c for _, c in probes]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a, b = est._raw_predict(rows), est._raw_predict(same)
+    checker.expect(np.array_equal(a, b),
+                   f"{name}: scikit-learn no longer wraps categorical values >= 256 as "
+                   f"docs/sklearn-export.md says (rows {np.nonzero((a != b).any(axis=1))[0]})")
+
+
+def sklearn_version_is(prefix):
+    import sklearn
+    return sklearn.__version__.startswith(prefix)
+
+
+def check_hist_model(checker, stats, work, name, est, ext, X, rng, exporter):
+    path = os.path.join(work, name + ext)
+    if ext == ".pkl":
+        with open(path, "wb") as f:
+            pickle.dump(est, f)
+    else:
+        joblib.dump(est, path)
+    json_path = os.path.join(work, name + ".json")
+    exported = subprocess.run([sys.executable, exporter, path, "-o", json_path],
+                              capture_output=True, text=True)
+    if exported.returncode != 0:
+        checker.expect(False, f"{name}: pacset-sklearn-export failed ({exported.returncode}): "
+                              f"{exported.stderr.strip()}")
+        return
+    rows = hist_rows(est, X, rng)
+    oracle = hist_oracle_rows(est, rows)
+    rows_csv = exactlib.write_rows(os.path.join(work, name + "_rows.csv"), rows)
+    failures_before = len(checker.failures)
+    is_classifier = hasattr(est, "classes_")
+    k = len(est.classes_) if is_classifier else 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        want = est.predict_proba(oracle) if is_classifier else est.predict(oracle)
+        want_margin = est._raw_predict(oracle)
+        want_label = est.predict(oracle)
+    got = checker.predict(path, rows_csv)
+    stats.values_compared(got, want)
+    want = np.asarray(want, dtype=np.float64).reshape(got.shape)
+    if (is_classifier and k > 2) or getattr(est, "loss", "") == "poisson":
+        rtol = (2 * k + 1) * ULP
+        bad = np.abs(got - want) > rtol * np.abs(want)
+        checker.expect(not bad.any(), f"{name}: {int(bad.sum())} predictions differ by more than "
+                                      f"{2 * k + 1} ulps relative, first row "
+                                      f"{np.nonzero(bad)[0][:1]}")
+    else:
+        checker.same_float64(name, "predict", got, want)
+    err = float(np.max(np.abs(got - want)))
+    if is_classifier:
+        labels = est.classes_[np.argmax(got, axis=1)]
+        checker.expect(bool((labels == want_label).all()),
+                       f"{name}: predicted classes differ in {int((labels != want_label).sum())} rows")
+    got_margin = checker.predict(json_path, rows_csv, "--margin")
+    checker.same_float64(name, "margin", got_margin, want_margin)
+    stats.values_compared(got_margin, want_margin)
+    # Every route predicts the same bits: the JSON, base64 arrays, a packed .pac.
+    got_json = checker.predict(json_path, rows_csv)
+    checker.same_float64(name, "JSON vs pickle", got_json, got)
+    if name == "hgb_binary_cat":  # one model suffices: each run of the exporter costs ~1 s
+        b64_path = os.path.join(work, name + ".b64.json")
+        exported = subprocess.run([sys.executable, exporter, path, "-o", b64_path, "--arrays",
+                                   "base64"], capture_output=True, text=True)
+        checker.expect(exported.returncode == 0, f"{name}: --arrays base64 failed: {exported.stderr}")
+        if exported.returncode == 0:
+            checker.same_float64(name, "base64 vs pickle", checker.predict(b64_path, rows_csv), got)
+    pac_path = os.path.join(work, name + ".pac")
+    packed = subprocess.run([checker.pacset, "pack", json_path, "-o", pac_path, "--block-size",
+                             "4KiB"], capture_output=True, text=True)
+    checker.expect(packed.returncode == 0, f"{name}: pacset pack failed: {packed.stderr}")
+    if packed.returncode == 0:
+        checker.same_float64(name, ".pac vs pickle", checker.predict(pac_path, rows_csv), got)
+        checker.same_float64(name, ".pac margin", checker.predict(pac_path, rows_csv, "--margin"),
+                             got_margin)
+    # Leaves: the node pacset reaches holds the value the tree itself returns.
+    got_leaf = checker.predict(json_path, rows_csv, "--leaf").astype(np.int64)
+    trees = hist_tree_values(est, oracle)
+    checker.expect(got_leaf.shape == (len(rows), len(trees)),
+                   f"{name}: --leaf shape {got_leaf.shape}, expected {(len(rows), len(trees))}")
+    if got_leaf.shape == (len(rows), len(trees)):
+        for t, (p, values) in enumerate(trees):
+            leaf = got_leaf[:, t]
+            ok = (leaf >= 0) & (leaf < len(p.nodes))
+            ok[ok] &= (p.nodes["is_leaf"][leaf[ok]] == 1) & \
+                (p.nodes["value"][leaf[ok]] == values[ok])
+            checker.expect(bool(ok.all()), f"{name} tree {t}: {int((~ok).sum())} rows reach a "
+                                           f"leaf other than sklearn's, first {np.nonzero(~ok)[0][:3]}")
+        stats.leaves += got_leaf.size
+    check_wrapping(checker, name, est, X)
+    stats.models += 1
+    stats.rows += len(rows)
+    verdict = "ok" if len(checker.failures) == failures_before else "MISMATCH"
+    print(f"{name:16s} {type(est).__name__:31s} {len(trees):3d} trees  {len(rows):5d} rows  "
+          f"max |diff| {err:.3g}  {verdict}")
+
+
 def check_errors(checker, work, data):
     X, y = data["iris"]
     rows_csv = exactlib.write_rows(os.path.join(work, "iris_rows.csv"), X[:5])
@@ -476,13 +725,26 @@ def check_errors(checker, work, data):
     checker.expect(rc == 1 and "dict" in err and "not supported" in err,
                    f"pickled dict: expected exit 1 naming dict as not supported, got {rc}: {err}")
 
-    unsupported = os.path.join(work, "hgb.joblib")
+    unsupported = os.path.join(work, "adaboost.joblib")
+    joblib.dump(AdaBoostClassifier(n_estimators=3, random_state=0).fit(X, y), unsupported)
+    rc, err = checker.run_fail(unsupported, rows_csv)
+    checker.expect(rc == 1 and "AdaBoostClassifier" in err and "not supported" in err
+                   and "fit one of these instead" in err,
+                   f"AdaBoostClassifier: expected exit 1 'not supported' naming what to do "
+                   f"instead, got {rc}: {err}")
+
+    # A HistGradientBoosting loss given as an object (here gamma, which 1.2.1
+    # only has as a loss class): refused, naming the supported losses.
+    gamma = os.path.join(work, "hgb_gamma.joblib")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        joblib.dump(HistGradientBoostingClassifier(max_iter=3).fit(X, y), unsupported)
-    rc, err = checker.run_fail(unsupported, rows_csv)
-    checker.expect(rc == 1 and "HistGradientBoostingClassifier" in err and "not supported" in err,
-                   f"HistGradientBoosting: expected exit 1 'not supported', got {rc}: {err}")
+        joblib.dump(HistGradientBoostingRegressor(loss=HalfGammaLoss(), max_iter=3)
+                    .fit(X, y + 1.0), gamma)
+    rc, err = checker.run_fail(gamma, rows_csv)
+    checker.expect(rc == 1 and "not supported" in err and "poisson" in err
+                   and len(err.splitlines()) == 1,
+                   f"HistGradientBoostingRegressor(loss=HalfGammaLoss()): expected exit 1 naming "
+                   f"the supported losses, got {rc}: {err}")
 
     multi = os.path.join(work, "multi_output.joblib")
     joblib.dump(RandomForestRegressor(n_estimators=2, random_state=0).fit(X, np.c_[y, y]), multi)
@@ -547,6 +809,9 @@ def main():
             check_model(checker, stats, work, name, est, ext, data[key][0], rng, exporter)
         for name, est, key in isolation_models(data):
             check_isolation_forest(checker, stats, work, name, est, data[key][0], rng, exporter)
+        X_hist, score = hist_data(rng)
+        for name, est, ext in train_hist_models(X_hist, score):
+            check_hist_model(checker, stats, work, name, est, ext, X_hist, rng, exporter)
         check_errors(checker, work, data)
         check_isolation_errors(checker, work, data)
     print(f"scikit-learn exactness: {stats.models} models, {stats.rows} rows "

@@ -35,6 +35,9 @@ def bad_inputs(n):
         "None": (None, "2-D"),
         "string column": (pd.DataFrame({f"c{i}": ["a"] * 4 if i == 0 else [0.0] * 4
                                         for i in range(n)}), "column 'c0'"),
+        # scikit-learn reads a category column by its values: strings are no numbers.
+        "categorical column": (pd.DataFrame({f"c{i}": pd.Categorical(["x"] * 4) if i == 1 else [0.0] * 4
+                                             for i in range(n)}), "column 'c1'"),
         "narrow DataFrame": (pd.DataFrame(ok[:, :2]), "columns"),
     }
 
@@ -79,6 +82,22 @@ def test_unsupported_estimators_are_refused(data):
         pacset.load(make_pipeline(StandardScaler(), RandomForestRegressor(n_estimators=2)).fit(X, y))
     with pytest.raises(TypeError, match="cannot load"):
         pacset.load(object())
+
+
+def test_hist_gradient_boosting_pacset_cannot_reproduce_is_refused_saying_what_to_do(data):
+    from sklearn._loss.loss import HalfGammaLoss
+    from sklearn.ensemble import HistGradientBoostingRegressor
+
+    X, y = data
+    with pytest.raises(ValueError, match="HalfGammaLoss.*not supported.*poisson.*fit with"):
+        pacset.load(HistGradientBoostingRegressor(loss=HalfGammaLoss(), max_iter=2)
+                    .fit(X, y + 1.0))
+    # scikit-learn >= 1.4 re-encodes categorical DataFrame columns first
+    # (_preprocessor): pacset would predict from the wrong codes.
+    est = HistGradientBoostingRegressor(max_iter=2).fit(X, y)
+    est._preprocessor = object()
+    with pytest.raises(ValueError, match="re-encodes.*OrdinalEncoder"):
+        pacset.load(est)
 
 
 def test_bad_pack_options_are_value_errors(data):

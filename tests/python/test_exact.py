@@ -2,10 +2,12 @@
 (float32/float64, C/Fortran order, strided) and pandas, for forests loaded from
 objects, from model files and from saved .pac files."""
 import numpy as np
+import pandas as pd
 import pytest
 import xgboost as xgb
 from sklearn.ensemble import (ExtraTreesRegressor, GradientBoostingClassifier,
-                              GradientBoostingRegressor, RandomForestClassifier)
+                              GradientBoostingRegressor, HistGradientBoostingClassifier,
+                              HistGradientBoostingRegressor, RandomForestClassifier)
 from sklearn.tree import DecisionTreeClassifier
 
 import pacset
@@ -128,6 +130,116 @@ def test_sklearn_predict_margin_and_leaves_equal_the_estimator(name, sk_models, 
                 _same(forest.predict(X), want, label + " predict")
             _same(forest.predict_margin(X), want_margin, label + " margin")
             _same(forest.apply(X), want_leaf, label + " apply")
+
+
+def _hist_data():
+    """Two categorical columns (0: even categories 0..38; 3: only 2, else NaN)
+    and NaN in every column."""
+    rng = np.random.default_rng(11)
+    n = 800
+    X = rng.normal(size=(n, 4))
+    X[:, 0] = 2 * rng.integers(0, 20, n)
+    X[:, 3] = 2.0
+    for f in range(4):
+        X[rng.random(n) < (0.5 if f == 3 else 0.1), f] = np.nan
+    score = (np.nan_to_num(X[:, 0], nan=1) % 4 == 0) + np.nan_to_num(X[:, 1]) - np.isnan(X[:, 3])
+    return X, score
+
+
+def _hist_models():
+    X, score = _hist_data()
+    y3 = np.digitize(score, np.quantile(score, [0.3, 0.7]))
+    cats = [0, 3]
+    return X, {
+        "binary": HistGradientBoostingClassifier(max_iter=12, categorical_features=cats,
+                                                 random_state=1).fit(X, score > 0.5),
+        "multiclass": HistGradientBoostingClassifier(max_iter=8, categorical_features=cats,
+                                                     random_state=2).fit(X, y3),
+        "squared_error": HistGradientBoostingRegressor(max_iter=12, categorical_features=cats,
+                                                       random_state=3).fit(X, score),
+        "poisson": HistGradientBoostingRegressor(loss="poisson", max_iter=10,
+                                                 random_state=4).fit(X, np.exp(score)),
+    }
+
+
+@pytest.fixture(scope="module")
+def hist_models():
+    return _hist_models()
+
+
+def _hist_rows(est, X):
+    """At and beside every numerical threshold of the first trees, +-inf, NaN;
+    in categorical columns every category 0..255 and -0.0, negative,
+    non-integer values; ordinary rows with NaN. (Values >= 256 in categorical
+    columns are left out: scikit-learn 1.2.1 wraps them, docs/sklearn-export.md.)"""
+    rng = np.random.default_rng(0)
+    rows = []
+
+    def row_with(f, v):
+        r = X[rng.integers(len(X))].copy()
+        r[f] = v
+        rows.append(r)
+
+    for stage in est._predictors[:3]:
+        for p in stage:
+            for node in p.nodes[(p.nodes["is_leaf"] == 0) & (p.nodes["is_categorical"] == 0)]:
+                t = float(node["num_threshold"])
+                for v in (t, np.nextafter(t, np.inf), np.nextafter(t, -np.inf), np.inf, -np.inf):
+                    row_with(int(node["feature_idx"]), v)
+    is_cat = getattr(est, "is_categorical_", None)
+    for f in (np.flatnonzero(is_cat) if is_cat is not None else []):
+        for v in list(range(256)) + [-0.0, -0.5, -1.0, -1e300, -np.inf, 3.7, 255.9, np.nan]:
+            row_with(f, float(v))
+    some = X[:200].copy()
+    some[rng.random(size=some.shape) < 0.2] = np.nan
+    rows.extend(some)
+    return np.array(rows, dtype=np.float64)
+
+
+@pytest.mark.parametrize("name", ["binary", "multiclass", "squared_error", "poisson"])
+def test_hist_gradient_boosting_equals_the_estimator(name, hist_models, tmp_path):
+    X, models = hist_models
+    est = models[name]
+    rows = _hist_rows(est, X)
+    forests = _forests(est, tmp_path, "sklearn")
+    k = len(est.classes_) if hasattr(est, "classes_") else 1
+    for vname, Xv in input_variants(rows).items():
+        values = np.asarray(Xv, dtype=np.float64)  # what the estimator compares (X_DTYPE)
+        want = est.predict_proba(values) if k > 1 else est.predict(values)
+        want_margin = est.decision_function(values) if k > 1 else est._raw_predict(values).ravel()
+        for fname, forest in forests.items():
+            label = f"HistGradientBoosting {name} from {fname}, {vname}"
+            got = forest.predict(Xv)
+            if name in ("multiclass", "poisson"):
+                # numpy's SIMD exp differs from libm's by up to 1 ulp.
+                assert got.dtype == want.dtype and got.shape == want.shape, label
+                bad = np.abs(got - want) > (2 * k + 1) * 2.0**-52 * np.abs(want)
+                assert not bad.any(), f"{label}: {bad.sum()} values beyond {2 * k + 1} ulps"
+            else:
+                _same(got, want, label + " predict")
+            _same(forest.predict_margin(Xv), want_margin, label + " margin")
+    # No apply() in HistGradientBoosting: the leaf each tree reaches must hold
+    # the value that tree's own predictor returns.
+    known, f_idx_map = est._bin_mapper.make_known_categories_bitsets()
+    predictors = [p for stage in est._predictors for p in stage]
+    for fname, forest in forests.items():
+        leaves = forest.apply(rows)
+        assert leaves.shape == (len(rows), len(predictors)), fname
+        for t, p in enumerate(predictors):
+            reached = p.nodes[leaves[:, t]]
+            assert reached["is_leaf"].all(), f"{fname} tree {t}"
+            assert np.array_equal(reached["value"], p.predict(rows, known, f_idx_map, 1)), \
+                f"{fname} tree {t}: a row reaches a leaf other than scikit-learn's"
+
+
+def test_hist_gradient_boosting_reads_a_category_column_by_its_values_as_sklearn_does(
+        hist_models):
+    X, models = hist_models
+    est = models["squared_error"]
+    frame = pd.DataFrame(X[:300], columns=[f"f{i}" for i in range(X.shape[1])])
+    # Categories that are not 0..k-1: their codes are not their values.
+    frame["f0"] = pd.Categorical(frame["f0"], categories=np.arange(38, -2, -2.0))
+    _same(pacset.load(est).predict(frame), est.predict(frame), "category column")
 
 
 def test_thread_counts_give_identical_results(xgb_models, data):
