@@ -53,8 +53,8 @@ Status FaultToStatus(const PacFile& file, const Fault& f) {
       "has a path longer than the header's max depth",
       "reaches a node twice (shared, or a cycle)",
       "has more internal nodes than the header says",
-      "splits on a feature the model does not have, or has a categorical node naming a split the "
-      "file does not have or a reserved outside direction",
+      ("splits on a feature the model does not have, or has a categorical node naming a split "
+       "the file does not have or a reserved outside direction"),
       "has a leaf outside the node region or a class out of range"};
   return Status::Corruption(file.name() + ": tree " + std::to_string(f.tree) + " " + kWhat[f.code] +
                             " (unit " + std::to_string(f.ref) + ")");
