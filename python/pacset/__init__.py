@@ -504,7 +504,8 @@ def load(
     .joblib/.pkl -- unpickling runs code: only files you trust -- or a .pac,
     which is opened), or a fitted object: xgboost.Booster, XGBClassifier,
     XGBRegressor, scikit-learn RandomForest*, ExtraTrees*, GradientBoosting*,
-    DecisionTree*, ExtraTree*, IsolationForest (their tree arrays are read directly).
+    HistGradientBoosting*, DecisionTree*, ExtraTree*, IsolationForest (their tree
+    arrays are read directly).
     """
     pack = _pack_options(layout, block_size, bin_depth, trees_per_bin, leaf_ids)
     if isinstance(model, (str, bytes, os.PathLike)):
