@@ -257,7 +257,35 @@ class Forest:
             labels = np.ones_like(decision, dtype=int)  # as IsolationForest.predict
             labels[decision < 0] = -1
             return labels
+        link = self._numpy_link()
+        if link is not None:
+            return link(self._predict(X, True, n_threads))
         return self._predict(X, False, n_threads)
+
+    def _numpy_link(self):
+        """HistGradientBoosting's softmax and exp links, as scikit-learn 1.2
+        computes them with numpy (utils.extmath.softmax, LogLink.inverse):
+        numpy's exp can differ from C's (which `pacset predict` uses) by 1
+        ulp where numpy has its own SIMD exp, so the Python API applies
+        numpy's to pacset's exact margins. None for other forests."""
+        if self._family() != "sklearn" or not str(self._source.get("objective", "")).startswith(
+            "HistGradientBoosting"
+        ):
+            return None
+        post = self._info.get("postprocess")
+        if post == "softmax":
+
+            def softmax(raw):
+                p = np.array(raw, dtype=np.float64)
+                p -= np.max(p, axis=1).reshape((-1, 1))
+                np.exp(p, out=p)
+                p /= np.sum(p, axis=1).reshape((-1, 1))
+                return p
+
+            return softmax
+        if post == "exponential":
+            return lambda raw: np.exp(np.asarray(raw, dtype=np.float64))
+        return None
 
     # ---- scikit-learn IsolationForest ----
     def _is_isolation_forest(self):

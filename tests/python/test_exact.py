@@ -209,14 +209,9 @@ def test_hist_gradient_boosting_equals_the_estimator(name, hist_models, tmp_path
         want_margin = est.decision_function(values) if k > 1 else est._raw_predict(values).ravel()
         for fname, forest in forests.items():
             label = f"HistGradientBoosting {name} from {fname}, {vname}"
-            got = forest.predict(Xv)
-            if name in ("multiclass", "poisson"):
-                # numpy's SIMD exp differs from libm's by up to 1 ulp.
-                assert got.dtype == want.dtype and got.shape == want.shape, label
-                bad = np.abs(got - want) > (2 * k + 1) * 2.0**-52 * np.abs(want)
-                assert not bad.any(), f"{label}: {bad.sum()} values beyond {2 * k + 1} ulps"
-            else:
-                _same(got, want, label + " predict")
+            # Bit for bit: the Python API applies the links with numpy, as
+            # scikit-learn does (pacset predict's C exp may differ by 1 ulp).
+            _same(forest.predict(Xv), want, label + " predict")
             _same(forest.predict_margin(Xv), want_margin, label + " margin")
     # No apply() in HistGradientBoosting: the leaf each tree reaches must hold
     # the value that tree's own predictor returns.
