@@ -31,10 +31,15 @@ inline int64_t CategoryOf(T x, uint8_t rule) {
   return -1;
 }
 
-// Whether category `c` (>= 0) is in the bitset of `n` words at `words`.
+// Whether category `c` is in the bitset of `n` words at `words` (c = -1,
+// no category, is in no set). Without a data-dependent branch: the word is
+// read through a pointer chosen by a conditional move (a zero word when
+// the category lies beyond the set), since the outcome is unpredictable.
 inline bool InCategorySet(const uint32_t* words, uint32_t n, int64_t c) {
-  const uint64_t w = static_cast<uint64_t>(c) >> 5;
-  return w < n && (words[w] >> (c & 31)) & 1u;
+  static constexpr uint32_t kNoWord = 0;
+  const uint64_t w = static_cast<uint64_t>(c) >> 5;  // c = -1: beyond every set
+  const uint32_t* word = w < n ? words + w : &kNoWord;
+  return (*word >> (c & 31)) & 1u;
 }
 
 // A categorical split's direction for `x` (already rounded to the input
@@ -45,20 +50,16 @@ inline bool InCategorySet(const uint32_t* words, uint32_t n, int64_t c) {
 template <typename T>
 inline bool CategoricalGoesLeft(T x, uint8_t flags, const CategoricalSplit& s,
                                 const uint32_t* words) {
-  if (std::isnan(x)) return flags & kDefaultLeft;
+  const bool default_left = flags & kDefaultLeft;
+  if (std::isnan(x)) return default_left;
   const int64_t c = CategoryOf(x, s.rule);
-  if (c >= 0) {
-    if (InCategorySet(words + s.left_first, s.left_words, c)) return true;
-    if (InCategorySet(words + s.right_first, s.right_words, c)) return false;
-  }
-  switch ((flags & kOutsideMask) >> kOutsideShift) {
-    case static_cast<uint8_t>(OutsideDirection::kLeft):
-      return true;
-    case static_cast<uint8_t>(OutsideDirection::kDefault):
-      return flags & kDefaultLeft;
-    default:
-      return false;
-  }
+  const bool in_left = InCategorySet(words + s.left_first, s.left_words, c);
+  const bool in_right = InCategorySet(words + s.right_first, s.right_words, c);
+  const uint8_t outside = (flags & kOutsideMask) >> kOutsideShift;
+  const bool outside_left =
+      (outside == static_cast<uint8_t>(OutsideDirection::kLeft)) |
+      ((outside == static_cast<uint8_t>(OutsideDirection::kDefault)) & default_left);
+  return in_left | (!in_right & outside_left);
 }
 
 // `x` is the input value already rounded to the forest's input precision.
