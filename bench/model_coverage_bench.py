@@ -6,6 +6,7 @@ HistGradientBoosting (numeric with NaN, and categorical) and IsolationForest.
 
   PYTHONPATH=build/python bench/model_coverage_bench.py [--rounds 7]
       [--rows 20000] [--trees 200] [--threads 2] [--only NAME]
+      [--blocks --pacset build/tools/pacset]
 
 Each model is trained here with fixed seeds, loaded with pacset.load (the
 library object itself), and both sides predict the same rows given as each
@@ -15,12 +16,22 @@ which it reads without a copy). Outputs are checked first (bit for bit
 where pacset claims it, else the stated tolerance). Rounds interleave the
 two sides in shuffled order; figures are rows/s, median [min-max], and the
 ratio of the medians. Absolute figures depend on the machine.
+
+--blocks instead counts, for the categorical XGBoost and HistGradientBoosting
+models and the same models trained with the category codes as numbers, the
+blocks one cold row touches (`pacset layout-report`, 1,000 rows, PACSET
+layout at 4 KiB and 64 KiB: node blocks per row and the metadata blocks read
+at open, which hold the category sets) and the bytes of the category sets
+(`pacset info`).
 """
 import argparse
+import json
 import os
 import random
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -104,6 +115,49 @@ def check(name, got, want, how):
         raise SystemExit(f"{name}: pacset and the library disagree; not timing it")
 
 
+def cold_blocks(a):
+    import joblib
+    import xgboost as xgb
+    from sklearn.ensemble import HistGradientBoostingClassifier
+    work = tempfile.mkdtemp(prefix="pacset-coverage-")
+    X, y, n_cat = categorical_data(np.random.default_rng(1), 20000)
+    rows, _, _ = categorical_data(np.random.default_rng(2), 1000)
+    csv = os.path.join(work, "rows.csv")
+    np.savetxt(csv, rows, delimiter=",", fmt="%r")
+    label = (y > 0.5).astype(int)
+    models = []
+    for kind in ("c", "q"):
+        d = xgb.DMatrix(X, label=label, feature_types=[kind] * n_cat + ["q"] * (X.shape[1] - n_cat),
+                        enable_categorical=kind == "c")
+        b = xgb.train({"objective": "binary:logistic", "max_depth": 6, "tree_method": "hist",
+                       "max_cat_to_onehot": 1}, d, a.trees)
+        models.append((f"xgboost {'categorical' if kind == 'c' else 'codes as numbers'}",
+                       os.path.join(work, f"xgb-{kind}.json")))
+        b.save_model(models[-1][1])
+    for cat in (True, False):
+        mask = [True] * n_cat + [False] * (X.shape[1] - n_cat) if cat else None
+        est = HistGradientBoostingClassifier(max_iter=a.trees, max_depth=6, early_stopping=False,
+                                             random_state=0, categorical_features=mask)
+        est.fit(X.astype(np.float64), label)
+        models.append((f"hgb {'categorical' if cat else 'codes as numbers'}",
+                       os.path.join(work, f"hgb-{int(cat)}.joblib")))
+        joblib.dump(est, models[-1][1])
+    print("model                          block   node blocks/row (mean)  opened  category sets")
+    for name, path in models:
+        pac = path + ".pac"
+        subprocess.run([a.pacset, "pack", path, "-o", pac], check=True, capture_output=True)
+        info = subprocess.run([a.pacset, "info", pac], check=True, capture_output=True, text=True)
+        sets = next((l.split("sets ")[1].split(" (")[0] for l in info.stdout.splitlines()
+                     if l.startswith("categorical:")), "-")
+        report = subprocess.run([a.pacset, "layout-report", path, "--input", csv, "--layouts",
+                                 "pacset", "--block-size", "4KiB", "--block-size", "64KiB",
+                                 "--json"], check=True, capture_output=True, text=True)
+        for block_size, layouts in json.loads(report.stdout).items():
+            r = layouts["pacset"]
+            print(f"{name:30s} {int(block_size) // 1024:3d} KiB  "
+                  f"{r['blocks_per_row']['mean']:10.2f}             {r['open_blocks']:5d}  {sets}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=7)
@@ -111,7 +165,11 @@ def main():
     ap.add_argument("--trees", type=int, default=200)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--only")
+    ap.add_argument("--blocks", action="store_true")
+    ap.add_argument("--pacset", default="build/tools/pacset")
     a = ap.parse_args()
+    if a.blocks:
+        return cold_blocks(a)
     makers = {
         "xgb-categorical-partition": lambda r: xgb_categorical(r, a, onehot=False),
         "xgb-categorical-onehot": lambda r: xgb_categorical(r, a, onehot=True),
