@@ -329,6 +329,65 @@ def test_every_store_file_and_stream_input_and_the_local_pac_agree(env):
                   "--leaf").stdout == leaves
 
 
+def test_isolation_forests_and_categorical_forests_predict_from_every_store_as_the_library(env):
+    """The models of issue 32 from a store: IsolationForest's three outputs
+    (--method) and an XGBoost categorical forest, as scikit-learn and
+    XGBoost give them (scores within 2 ulps: C's pow against numpy's)."""
+    import joblib
+    from sklearn.ensemble import IsolationForest
+
+    rng = np.random.default_rng(9)
+    X = rng.normal(size=(400, 8))
+    forest = IsolationForest(n_estimators=20, max_features=0.75, random_state=0).fit(X)
+    model = os.path.join(env.tmp, "iforest.joblib")
+    joblib.dump(forest, model)
+    pac = os.path.join(env.tmp, "iforest.pac")
+    pacset("pack", model, "-o", pac, "--block-size", "1KiB")
+    rows32 = env.X.astype(np.float32).astype(np.float64)  # sklearn validates X as float32
+    finite = os.path.join(env.tmp, "finite.csv")
+    with open(finite, "w") as f:
+        f.write("\n".join(",".join(repr(float(v)) for v in r) for r in np.nan_to_num(rows32)) + "\n")
+    X32 = np.nan_to_num(rows32)
+    wants = {"score_samples": forest.score_samples(X32),
+             "decision_function": forest.decision_function(X32),
+             "predict": forest.predict(X32).astype(np.float64)}
+    codes = rng.integers(0, 30, size=(600, 2)).astype(np.float32)
+    Xc = np.hstack([codes, rng.normal(size=(600, 2)).astype(np.float32)])
+    d = xgb.DMatrix(Xc, label=(codes[:, 0] % 3 == 0).astype(int), feature_types=["c", "c", "q", "q"],
+                    enable_categorical=True)
+    booster = xgb.train({"objective": "binary:logistic", "tree_method": "hist", "max_depth": 5,
+                         "max_cat_to_onehot": 1}, d, 10)
+    cat_model = os.path.join(env.tmp, "categorical.json")
+    booster.save_model(cat_model)
+    cat_pac = os.path.join(env.tmp, "categorical.pac")
+    pacset("pack", cat_model, "-o", cat_pac, "--block-size", "1KiB")
+    cat_rows = np.vstack([Xc[:30], [[-1, 31, 0, 0], [2.5, 1e9, np.nan, 0], [np.nan, -0.0, 1, 1]]])
+    cat_csv = os.path.join(env.tmp, "categorical.csv")
+    with open(cat_csv, "w") as f:
+        f.write("\n".join(",".join("" if np.isnan(v) else repr(float(v)) for v in r)
+                          for r in cat_rows) + "\n")
+    cat_want = booster.inplace_predict(cat_rows.astype(np.float32))
+    for kind, uri in env.stores.items():
+        pacset("import", pac, "--name", "iforest", "--store", uri)
+        pacset("import", cat_pac, "--name", "categorical", "--store", uri)
+        for method, want in wants.items():
+            out = pacset("predict", "iforest", "--store", uri, "--input", finite, "--method",
+                         method).stdout.split()
+            got = np.array([float(v) for v in out])
+            assert got.shape == want.shape, f"{kind} {method}: {len(got)} rows"
+            if method == "predict":
+                assert np.array_equal(got, want), f"{kind} predict"
+            else:
+                # Within 2 ulps of the score (decision_function is score - offset_).
+                ulp = np.spacing(np.abs(wants["score_samples"]))
+                assert np.all(np.abs(got - want) <= 2 * ulp), \
+                    f"{kind} {method}: {got[:3]} vs {want[:3]}"
+        out = pacset("predict", "categorical", "--store", uri, "--input", cat_csv).stdout.split()
+        got = np.array([float(v) for v in out], dtype=np.float32)
+        assert np.array_equal(got.view(np.uint32), cat_want.view(np.uint32)), \
+            f"{kind} categorical: {got[:3]} vs {cat_want[:3]}"
+
+
 # ---------------------------------------------------------------- runner ---
 
 def main():
