@@ -62,6 +62,12 @@ struct ArrayView {
   // All elements, converted, into out[0..size).
   template <typename T>
   void CopyTo(T* out) const;
+  // All elements, converted, as the whole of *out (resized to size).
+  template <typename T>
+  void CopyTo(std::vector<T>* out) const {
+    out->resize(size);
+    CopyTo(out->data());
+  }
   // fn(i, element i converted to T) for every i; false from fn stops early
   // and is returned. The element type is dispatched once, not per element.
   template <typename T, typename Fn>

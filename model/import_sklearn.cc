@@ -191,6 +191,16 @@ struct TreeScratch {
   std::vector<double> th, value;
   std::vector<int64_t> is_leaf, is_categorical, bitset_idx, left_bitsets;
   std::vector<uint32_t> left_set, right_set;
+
+  // The arrays every kind of tree has (their lengths and types checked).
+  void LoadNodeArrays(const SklearnTreeArrays& tree) {
+    tree.children_left.CopyTo(&left);
+    tree.children_right.CopyTo(&right);
+    tree.feature.CopyTo(&feat);
+    tree.threshold.CopyTo(&th);
+    tree.value.CopyTo(&value);
+    tree.n_node_samples.CopyTo(&samples);
+  }
 };
 
 Status CheckLength(const ArrayView& a, size_t expected, const std::string& name,
@@ -225,17 +235,8 @@ Status ImportTree(const SklearnTreeArrays& tree, size_t t, uint32_t value_width,
     if (!a->empty() && !a->is_integer())
       return FieldError(name, TreeField(t, "children_left"),
                         std::string("integer arrays expected, found ") + ElementTypeName(a->type));
-  auto load = [](const ArrayView& a, auto& v) {
-    v.resize(a.size);
-    a.CopyTo(v.data());
-  };
-  load(tree.children_left, s.left);
-  load(tree.children_right, s.right);
-  load(tree.feature, s.feat);
-  load(tree.threshold, s.th);
-  load(tree.value, s.value);
-  load(tree.n_node_samples, s.samples);
-  if (has_missing_left) load(tree.missing_go_to_left, s.missing_left);
+  s.LoadNodeArrays(tree);
+  if (has_missing_left) tree.missing_go_to_left.CopyTo(&s.missing_left);
 
   const uint64_t base = f.AddTree(tree.output, static_cast<uint32_t>(n));
   const std::string where = "node ";
@@ -381,21 +382,12 @@ Status ImportHistTree(const SklearnTreeArrays& tree, size_t t, const HistCategor
                       std::to_string(tree.left_cat_bitsets.size) + " words is not a multiple of " +
                           std::to_string(cats.words));
   const size_t num_bitsets = tree.left_cat_bitsets.size / cats.words;
-  auto load = [](const ArrayView& a, auto& v) {
-    v.resize(a.size);
-    a.CopyTo(v.data());
-  };
-  load(tree.children_left, s.left);
-  load(tree.children_right, s.right);
-  load(tree.feature, s.feat);
-  load(tree.threshold, s.th);
-  load(tree.value, s.value);
-  load(tree.n_node_samples, s.samples);
-  load(tree.missing_go_to_left, s.missing_left);
-  load(tree.is_leaf, s.is_leaf);
-  load(tree.is_categorical, s.is_categorical);
-  load(tree.bitset_idx, s.bitset_idx);
-  load(tree.left_cat_bitsets, s.left_bitsets);
+  s.LoadNodeArrays(tree);
+  tree.missing_go_to_left.CopyTo(&s.missing_left);
+  tree.is_leaf.CopyTo(&s.is_leaf);
+  tree.is_categorical.CopyTo(&s.is_categorical);
+  tree.bitset_idx.CopyTo(&s.bitset_idx);
+  tree.left_cat_bitsets.CopyTo(&s.left_bitsets);
 
   const uint64_t base = f.AddTree(tree.output, static_cast<uint32_t>(n));
   for (size_t i = 0; i < n; ++i) {

@@ -33,13 +33,14 @@ using testing::MakeRandomForest;
 using testing::PacEditor;
 using testing::RandomForestSpec;
 
-Forest MakeForest(Flavor flavor, uint32_t seed = 5, int trees = 12) {
+Forest MakeForest(Flavor flavor, uint32_t seed = 5, int trees = 12, double categorical = 0) {
   RandomForestSpec spec;
   spec.flavor = flavor;
   spec.trees = trees;
   spec.max_depth = 6;
   spec.outputs = 3;
   spec.seed = seed;
+  spec.categorical_probability = categorical;
   return MakeRandomForest(spec);
 }
 
@@ -325,14 +326,7 @@ void ExpectCategoricalNodeEditsRefused(const Forest& f, const std::string& packe
 }
 
 TEST(HostilePac, ACategoricalNodeNamingNoSplitOrTheReservedDirectionIsCorruptionOnEveryPath) {
-  RandomForestSpec spec;
-  spec.flavor = Flavor::kXgboost;
-  spec.trees = 8;
-  spec.max_depth = 5;
-  spec.outputs = 3;
-  spec.seed = 17;
-  spec.categorical_probability = 0.4;
-  const Forest f = MakeRandomForest(spec);
+  const Forest f = MakeForest(Flavor::kXgboost, 17, 8, 0.4);
   ASSERT_FALSE(f.categorical_splits.empty());
   ExpectCategoricalNodeEditsRefused<CompactNode>(f, Pack(f, 4096, false));
   ExpectCategoricalNodeEditsRefused<WideNode>(f, Pack(f, 256, true));
@@ -341,14 +335,7 @@ TEST(HostilePac, ACategoricalNodeNamingNoSplitOrTheReservedDirectionIsCorruption
 // A split record's sets must lie inside the category words and its rule be
 // known; the two sections come together (rules 18 and 20): refused at open.
 TEST(HostilePac, ACategoricalSplitRecordOutsideTheWordsIsRefusedAtOpen) {
-  RandomForestSpec spec;
-  spec.flavor = Flavor::kLightgbm;
-  spec.trees = 6;
-  spec.max_depth = 4;
-  spec.outputs = 1;
-  spec.seed = 3;
-  spec.categorical_probability = 0.5;
-  const Forest f = MakeRandomForest(spec);
+  const Forest f = MakeForest(Flavor::kLightgbm, 3, 6, 0.5);
   ASSERT_FALSE(f.categorical_splits.empty());
   for (uint32_t bs : {256u, 4096u}) {
     const std::string packed = Pack(f, bs, false);

@@ -384,13 +384,15 @@ TEST(BinChoice, EstimateEqualsTheEngineCountForOneTreeCalibratedOnTheRows) {
 }
 
 // Trees deep enough for bin depths 1..8 to differ.
-Forest ForestForBins(int trees, Flavor flavor = Flavor::kXgboost, int outputs = 3) {
+Forest ForestForBins(int trees, Flavor flavor = Flavor::kXgboost, int outputs = 3,
+                     double categorical = 0) {
   RandomForestSpec spec;
   spec.flavor = flavor;
   spec.outputs = outputs;
   spec.trees = trees;
   spec.max_depth = 14;
   spec.split_probability = 0.9;
+  spec.categorical_probability = categorical;
   return MakeRandomForest(spec);
 }
 
@@ -419,14 +421,7 @@ TEST(BinChoice, ChoosesTheCandidateWithTheFewestExpectedBlocks) {
 // the true minimum for them.
 TEST(BinChoice, CountsOnScoreRowsEqualTheEngineCounts) {
   const Forest f = ForestForBins(30, Flavor::kSklearnProba, /*outputs=*/12);
-  RandomForestSpec categorical_spec;
-  categorical_spec.flavor = Flavor::kXgboost;
-  categorical_spec.outputs = 3;
-  categorical_spec.trees = 30;
-  categorical_spec.max_depth = 14;
-  categorical_spec.split_probability = 0.9;
-  categorical_spec.categorical_probability = 0.4;
-  const Forest categorical = MakeRandomForest(categorical_spec);
+  const Forest categorical = ForestForBins(30, Flavor::kXgboost, 3, /*categorical=*/0.4);
   for (const Forest* forest : {&f, &categorical}) {
     const RowMatrix rows = MakeAdversarialRows(*forest, 300, 8);
     for (LayoutKind layout : {LayoutKind::kPacset, LayoutKind::kBinBfs}) {

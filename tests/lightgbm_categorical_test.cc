@@ -29,6 +29,7 @@
 #include "model/predict.h"
 #include "model/routing.h"
 #include "tests/test_files.h"
+#include "tests/test_forests.h"
 #include "tools/commands.h"
 
 namespace pacset {
@@ -262,17 +263,8 @@ bool SameBits(const std::vector<double>& a, const std::vector<double>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 8) == 0;
 }
 
-std::vector<double> Margins(const Forest& f, const std::vector<double>& row) {
-  std::vector<double> m(f.num_outputs);
-  ForestPredictor(f).PredictMargin(row.data(), m.data());
-  return m;
-}
-
-std::vector<double> Predictions(const Forest& f, const std::vector<double>& row) {
-  std::vector<double> p(f.num_prediction_columns());
-  ForestPredictor(f).Predict(row.data(), p.data());
-  return p;
-}
+using testing::Margins;
+using testing::Predictions;
 
 Forest ImportFixture(const std::string& name) {
   auto f = ImportLightgbmText(ReadFixture(name), name);

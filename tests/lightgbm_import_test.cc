@@ -19,6 +19,7 @@
 #include "model/predict.h"
 #include "model/routing.h"
 #include "tests/test_files.h"
+#include "tests/test_forests.h"
 #include "tools/commands.h"
 
 namespace pacset {
@@ -58,17 +59,8 @@ std::string Edit(const std::string& fixture, const std::string& from, const std:
   return s;
 }
 
-std::vector<double> Margins(const Forest& f, const std::vector<double>& row) {
-  std::vector<double> m(f.num_outputs);
-  ForestPredictor(f).PredictMargin(row.data(), m.data());
-  return m;
-}
-
-std::vector<double> Predictions(const Forest& f, const std::vector<double>& row) {
-  std::vector<double> p(f.num_prediction_columns());
-  ForestPredictor(f).Predict(row.data(), p.data());
-  return p;
-}
+using testing::Margins;
+using testing::Predictions;
 
 double Margin(const Forest& f, const std::vector<double>& row) { return Margins(f, row)[0]; }
 

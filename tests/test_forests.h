@@ -1,9 +1,24 @@
 // Small hand-built forests for unit tests.
 #pragma once
 
+#include <vector>
+
 #include "model/forest.h"
+#include "model/predict.h"
 
 namespace pacset::testing {
+
+// One row's margins and prediction columns from the in-memory predictor.
+inline std::vector<double> Margins(const Forest& f, const std::vector<double>& row) {
+  std::vector<double> m(f.num_outputs);
+  ForestPredictor(f).PredictMargin(row.data(), m.data());
+  return m;
+}
+inline std::vector<double> Predictions(const Forest& f, const std::vector<double>& row) {
+  std::vector<double> p(f.num_prediction_columns());
+  ForestPredictor(f).Predict(row.data(), p.data());
+  return p;
+}
 
 // Two float32 regression trees over 2 features:
 //   tree 0: x0 <= 0.5 ? (x1 <= 2 ? 1 : 2) : 3      (missing goes left at the root)

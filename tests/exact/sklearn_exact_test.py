@@ -256,7 +256,10 @@ class Stats:
             self.max_diff = max(self.max_diff, float(np.max(np.abs(got - want))))
 
 
-def check_model(checker, stats, work, name, est, ext, X, rng, exporter):
+def save_and_export(checker, work, name, est, ext, exporter):
+    """Saves `est` as NAME.EXT (pickle for .pkl, else joblib) and exports it
+    with pacset-sklearn-export to NAME.json: (model path, json path), or None
+    after recording the exporter's failure."""
     path = os.path.join(work, name + ext)
     if ext == ".pkl":
         with open(path, "wb") as f:
@@ -269,7 +272,15 @@ def check_model(checker, stats, work, name, est, ext, X, rng, exporter):
     if exported.returncode != 0:
         checker.expect(False, f"{name}: pacset-sklearn-export failed ({exported.returncode}): "
                               f"{exported.stderr.strip()}")
+        return None
+    return path, json_path
+
+
+def check_model(checker, stats, work, name, est, ext, X, rng, exporter):
+    saved = save_and_export(checker, work, name, est, ext, exporter)
+    if saved is None:
         return
+    path, json_path = saved
     rows = adversarial_rows(est, X, rng)
     rows_csv = exactlib.write_rows(os.path.join(work, name + "_rows.csv"), rows)
     failures_before = len(checker.failures)
@@ -377,14 +388,10 @@ def ulps(a, b):
 
 
 def check_isolation_forest(checker, stats, work, name, est, X, rng, exporter):
-    path = os.path.join(work, name + ".joblib")
-    joblib.dump(est, path)
-    json_path = os.path.join(work, name + ".json")
-    exported = subprocess.run([sys.executable, exporter, path, "-o", json_path],
-                              capture_output=True, text=True)
-    if exported.returncode != 0:
-        checker.expect(False, f"{name}: pacset-sklearn-export failed: {exported.stderr.strip()}")
+    saved = save_and_export(checker, work, name, est, ".joblib", exporter)
+    if saved is None:
         return
+    path, json_path = saved
     failures_before = len(checker.failures)
     rows = np.concatenate([adversarial_rows(est, X, rng), X])  # X: offset_'s own rows
     rows_csv = exactlib.write_rows(os.path.join(work, name + "_rows.csv"), rows)
@@ -623,19 +630,10 @@ def sklearn_version_is(prefix):
 
 
 def check_hist_model(checker, stats, work, name, est, ext, X, rng, exporter):
-    path = os.path.join(work, name + ext)
-    if ext == ".pkl":
-        with open(path, "wb") as f:
-            pickle.dump(est, f)
-    else:
-        joblib.dump(est, path)
-    json_path = os.path.join(work, name + ".json")
-    exported = subprocess.run([sys.executable, exporter, path, "-o", json_path],
-                              capture_output=True, text=True)
-    if exported.returncode != 0:
-        checker.expect(False, f"{name}: pacset-sklearn-export failed ({exported.returncode}): "
-                              f"{exported.stderr.strip()}")
+    saved = save_and_export(checker, work, name, est, ext, exporter)
+    if saved is None:
         return
+    path, json_path = saved
     rows = hist_rows(est, X, rng)
     oracle = hist_oracle_rows(est, rows)
     rows_csv = exactlib.write_rows(os.path.join(work, name + "_rows.csv"), rows)

@@ -180,8 +180,9 @@ def forest_file(path, *, task, features, outputs, classes, leaf_width, base, pos
         f.write(bytes(b))
 
 
-def random_tree(rng, depth, features, thresholds, leaf, flags_choice):
-    """A full tree of `depth` levels (depth 0: a single leaf)."""
+def random_tree(rng, depth, features, leaf, split):
+    """A full tree of `depth` levels (depth 0: a single leaf); split() gives
+    each internal node's (threshold, flags)."""
     nodes = []
 
     def build(d):
@@ -191,8 +192,7 @@ def random_tree(rng, depth, features, thresholds, leaf, flags_choice):
             nodes[i] = (-1, -1, 0, 0.0, 0, leaf())
             return i
         f = int(rng.integers(features))
-        t = float(thresholds[int(rng.integers(len(thresholds)))])
-        fl = flags_choice()
+        t, fl = split()
         l_id = build(d - 1)
         r_id = build(d - 1)
         nodes[i] = (l_id, r_id, f, t, fl, None)
@@ -202,39 +202,26 @@ def random_tree(rng, depth, features, thresholds, leaf, flags_choice):
     return nodes
 
 
-def random_categorical_tree(rng, depth, features, thresholds, leaf, cats):
-    """A full tree whose nodes are mostly categorical splits (appended to
-    `cats`) of every rule, outside direction and NaN side, on categories up
-    to 100 (sets past word 0, 1 and 2; empty sets), the rest numerical."""
-    nodes = []
+def numerical_split(rng, thresholds, flags_choice):
+    return lambda: (float(thresholds[int(rng.integers(len(thresholds)))]), flags_choice())
 
-    def build(d):
-        i = len(nodes)
-        nodes.append(None)
-        if d == 0:
-            nodes[i] = (-1, -1, 0, 0.0, 0, leaf())
-            return i
-        f = int(rng.integers(features))
-        if rng.random() < 0.75:
-            universe = rng.permutation(int(rng.choice([3, 40, 70, 101])))
-            n_left = int(rng.integers(len(universe) + 1))
-            n_right = int(rng.integers(len(universe) - n_left + 1))
-            rule = int(rng.integers(3))
-            left_set = sorted(int(c) for c in universe[:n_left])
-            right_set = sorted(int(c) for c in universe[n_left:n_left + n_right])
-            cats.append((left_set, right_set, rule))
-            t = float(len(cats) - 1)
-            fl = 8 | int(rng.integers(2)) | int(rng.integers(3)) << 1
-        else:
-            t = float(thresholds[int(rng.integers(len(thresholds)))])
-            fl = int(rng.integers(2))
-        l_id = build(d - 1)
-        r_id = build(d - 1)
-        nodes[i] = (l_id, r_id, f, t, fl, None)
-        return i
 
-    build(depth)
-    return nodes
+def categorical_split(rng, thresholds, cats):
+    """Mostly categorical splits (appended to `cats`) of every rule, outside
+    direction and NaN side, on categories up to 100 (sets past word 0, 1 and
+    2; empty sets), the rest numerical."""
+    def split():
+        if rng.random() >= 0.75:
+            return float(thresholds[int(rng.integers(len(thresholds)))]), int(rng.integers(2))
+        universe = rng.permutation(int(rng.choice([3, 40, 70, 101])))
+        n_left = int(rng.integers(len(universe) + 1))
+        n_right = int(rng.integers(len(universe) - n_left + 1))
+        rule = int(rng.integers(3))
+        left_set = sorted(int(c) for c in universe[:n_left])
+        right_set = sorted(int(c) for c in universe[n_left:n_left + n_right])
+        cats.append((left_set, right_set, rule))
+        return float(len(cats) - 1), 8 | int(rng.integers(2)) | int(rng.integers(3)) << 1
+    return split
 
 
 def categorical_models(work, rng):
@@ -245,9 +232,9 @@ def categorical_models(work, rng):
         name = f"syn-categorical-{'f32' if f32_input else 'f64'}"
         path = os.path.join(work, name + ".forest")
         cats = []
-        trees = [(0, random_categorical_tree(rng, int(rng.integers(1, 5)), 3,
-                                             [0.0, 2.5, -1.0, 40.0], lambda: [float(rng.normal())],
-                                             cats)) for _ in range(8)]
+        split = categorical_split(rng, [0.0, 2.5, -1.0, 40.0], cats)
+        trees = [(0, random_tree(rng, int(rng.integers(1, 5)), 3, lambda: [float(rng.normal())],
+                                 split)) for _ in range(8)]
         forest_file(path, trees=trees, cats=cats, f32_input=f32_input, features=3, outputs=1,
                     classes=2 if post == 1 else 1, leaf_width=1, base=[0.25], post=post,
                     alpha=1.0, agg=0, f32_acc=acc, task=1 if post == 1 else 0)
@@ -279,7 +266,8 @@ def synthetic_models(work, rng):
         trees = []
         for t in range(n_trees):
             depth = int(rng.integers(depth_range[0], depth_range[1] + 1))
-            trees.append((t % groups, random_tree(rng, depth, kw["features"], ths, leaf, flags)))
+            trees.append((t % groups, random_tree(rng, depth, kw["features"], leaf,
+                                                       numerical_split(rng, ths, flags))))
         forest_file(path, trees=trees, f32_input=f32_input, **kw)
         out.append((name, path))
 
