@@ -151,6 +151,12 @@ def main():
                          "0: the engine's own default)")
     ap.add_argument("--mount-block-size", default="4KiB",
                     help="--mount: the block size of the forest served through the mount")
+    ap.add_argument("--mount-block-io", default="auto",
+                    help="--mount: the engine's --block-io values to run through each mount "
+                         "(e.g. auto,gather-file: the forest file's own gathers against the "
+                         "gather file's, as older engines do)")
+    ap.add_argument("--mount-what", default="1,10,100,cat",
+                    help="--mount: which runs (row counts and cat), e.g. 1")
     ap.add_argument("--fio", action="store_true", help="also the device's random-read IOPS")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
@@ -291,20 +297,24 @@ def mount_bench(a, new, header, lines):
         if "forest" not in listing.stdout:
             subprocess.run([new, "import", pac, "--name", "forest", "--store", uri], check=True,
                            capture_output=True)
-    sizes = (1, 10, 100)
-    what = [f"{n} row{'s' if n > 1 else ''}" for n in sizes] + ["cat"]
+    chosen = a.mount_what.split(",")
+    sizes = tuple(int(x) for x in chosen if x != "cat")
+    what = [f"{n} row{'s' if n > 1 else ''}" for n in sizes] + (["cat"] if "cat" in chosen else [])
     modes = a.daemon.split(",")
     bounds = [int(x) for x in a.mount_max_in_flight.split(",")]
-    mounts = {}  # where -> (uri, daemon, mode, in-flight bound)
+    ios = a.mount_block_io.split(",")
+    mounts = {}  # where -> (uri, daemon, mode, in-flight bound, --block-io)
     for kind, uri in stores.items():
         for d, daemon in daemons.items():
             for mode in modes:
                 for bound in bounds:
-                    where = kind + d + ("" if mode == "fresh" else " run") + \
-                        ("" if len(bounds) == 1 else f" {bound}")
-                    mounts[where] = (uri, daemon, mode, bound)
+                    for io in ios:
+                        where = kind + d + ("" if mode == "fresh" else " run") + \
+                            ("" if len(bounds) == 1 else f" {bound}") + \
+                            ("" if len(ios) == 1 else f" {io}")
+                        mounts[where] = (uri, daemon, mode, bound, io)
     running = {}  # (uri, daemon) -> Mount kept for the whole benchmark
-    for where, (uri, daemon, mode, _) in mounts.items():
+    for where, (uri, daemon, mode, _, _) in mounts.items():
         if mode == "running" and (uri, daemon) not in running:
             m = Mount(daemon, uri, os.path.join(a.work, "mnt-run-" + where.split()[0] +
                                                 str(len(running))))
@@ -323,10 +333,12 @@ def mount_bench(a, new, header, lines):
             for where, w in jobs:
                 n = int(w.split()[0]) if w != "cat" else None
 
-                def cmd(path, bound=None, engine=new):
+                def cmd(path, bound=None, engine=new, io="auto"):
                     if n is None:  # the whole file in reads of 128 KiB, as cat does
                         return ["dd", "if=" + path, "of=/dev/null", "bs=128K", "status=none"]
                     extra = ["--max-in-flight", str(bound)] if bound else []
+                    if io != "auto":
+                        extra += ["--block-io", io]
                     return [engine, "predict", path, "-i", csvs[n], "--timing"] + extra
                 row = {}
                 if where == "local":
@@ -334,7 +346,7 @@ def mount_bench(a, new, header, lines):
                     read_back(cmd(pac)[0])
                     wall, _, out, err = run(cmd(pac))
                 else:
-                    uri, daemon, mode, bound = mounts[where]
+                    uri, daemon, mode, bound, io = mounts[where]
                     engine = old_engine if " old" in where else new
 
                     def measure(m):
@@ -343,7 +355,7 @@ def mount_bench(a, new, header, lines):
                         pid = m.proc.pid
                         cpu0, io0 = proc_cpu_seconds(pid), proc_read_bytes(pid)
                         blocks0 = fetched_blocks(m)
-                        r = run(cmd(os.path.join(m.mp, "forest.pac"), bound, engine))
+                        r = run(cmd(os.path.join(m.mp, "forest.pac"), bound, engine, io))
                         row["daemon_cpu"] = proc_cpu_seconds(pid) - cpu0
                         row["disk"] = proc_read_bytes(pid) - io0
                         row["blocks"] = fetched_blocks(m) - blocks0
@@ -375,13 +387,15 @@ def mount_bench(a, new, header, lines):
           f"daemon CPU per block fetched, disk = bytes the daemon read:")
     for w in what:
         base = statistics.median(r["engine"] for r in res[("local", w)])
+        base_wall = statistics.median(r["wall"] for r in res[("local", w)])
         for where in ["local"] + list(mounts):
             xs = res[(where, w)]
             eng = [r["engine"] for r in xs]
-            line = (f"  {w:8s} {where:11s} {'predict' if w != 'cat' else 'wall   '} {spread(eng)}"
+            line = (f"  {w:8s} {where:23s} {'predict' if w != 'cat' else 'wall   '} {spread(eng)}"
                     f"  x{statistics.median(eng) / base:5.2f}")
             if w != "cat":
-                line += f"  wall {spread([r['wall'] for r in xs])}"
+                walls = [r["wall"] for r in xs]
+                line += f"  wall {spread(walls)}  x{statistics.median(walls) / base_wall:5.2f}"
             if where != "local":
                 us = [r["daemon_cpu"] / max(1, r["blocks"]) * 1e6 for r in xs]
                 line += (f"  blocks {statistics.median(r['blocks'] for r in xs):6.0f}"
