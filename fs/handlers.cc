@@ -497,11 +497,24 @@ void PacsetFs::Ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, fuse_file
   std::vector<bool> pushed(wanted.size(), false);
   const int pushers = pushing_.fetch_add(1, std::memory_order_acq_rel);
   if (pushers < opts_.max_threads - 1 && notifier_->drops() == drops_before && se_) {
-    for (size_t i = 0; i < wanted.size(); ++i) {
-      fuse_bufvec bv = FUSE_BUFVEC_INIT(data[i]->size());
-      bv.buf[0].mem = const_cast<char*>(data[i]->data());
-      pushed[i] = fuse_lowlevel_notify_store(se_, f->ino, wanted[i] * bs, &bv,
-                                             static_cast<fuse_buf_copy_flags>(0)) == 0;
+    std::string run;  // a run of adjacent blocks goes in one notification
+    for (size_t i = 0; i < wanted.size();) {
+      size_t j = i + 1;
+      while (j < wanted.size() && wanted[j] == wanted[j - 1] + 1) ++j;
+      const char* at = data[i]->data();
+      size_t len = data[i]->size();
+      if (j - i > 1) {
+        run.clear();
+        for (size_t k = i; k < j; ++k) run += *data[k];
+        at = run.data();
+        len = run.size();
+      }
+      fuse_bufvec bv = FUSE_BUFVEC_INIT(len);
+      bv.buf[0].mem = const_cast<char*>(at);
+      const bool ok = fuse_lowlevel_notify_store(se_, f->ino, wanted[i] * bs, &bv,
+                                                 static_cast<fuse_buf_copy_flags>(0)) == 0;
+      for (size_t k = i; k < j; ++k) pushed[k] = ok;
+      i = j;
     }
   }
   pushing_.fetch_sub(1, std::memory_order_acq_rel);
