@@ -60,7 +60,8 @@ PacFileSource::PacFileSource(const PacFile& file, bool verify, uint32_t max_in_f
   for (uint64_t i = 0; i < (blocks_ + 63) / 64; ++i) ready_[i].store(0);
   const long page = sysconf(_SC_PAGESIZE);
   page_ = page > 0 ? static_cast<uint64_t>(page) : 4096;
-  if (mapped_ && (io == BlockIo::kUring || (io == BlockIo::kAuto && !OnFuse(file.fd())))) {
+  const bool gathers = io == BlockIo::kGatherFile || io == BlockIo::kAuto;  // kGatherFile: as kAuto
+  if (mapped_ && (io == BlockIo::kUring || (gathers && !OnFuse(file.fd())))) {
     ring_depth_ = static_cast<uint32_t>(
         std::min<uint64_t>({max_threads_, 4096, std::max<uint64_t>(1, kRingBufferBytes / bs_)}));
     // One ring made now tells whether the kernel allows io_uring at all.
@@ -72,7 +73,6 @@ PacFileSource::PacFileSource(const PacFile& file, bool verify, uint32_t max_in_f
   // A forest file on pacsetfs: whole batches, each one ioctl of the file
   // itself (protocol/gather.h, version 2) or, from an older daemon, a write
   // and a read of its gather file.
-  const bool gathers = io == BlockIo::kGatherFile || io == BlockIo::kAuto;
   if (mapped_ && gathers && !uring_ && OnFuse(file.fd())) {
     if (io == BlockIo::kAuto) forest_gather_ = ForestGather::Open(file.fd(), file.name());
     std::unique_ptr<GatherChannel> channel;

@@ -965,6 +965,13 @@ TEST(PacsetfsMount, AForestGatherPutsItsBlocksInTheFilesPageCacheInOneRequest) {
   EXPECT_EQ(ForestStats(m)["reads"].get<uint64_t>(), before["reads"].get<uint64_t>())
       << "a pushed block was read through the daemon";
   EXPECT_EQ(m.store()->read_calls(), store_calls);
+  // A file elsewhere answers the probe with ENOTTY: no client for it.
+  char local[] = "/tmp/pacset-forest-gather-XXXXXX";
+  const int local_fd = ::mkstemp(local);
+  ASSERT_GE(local_fd, 0) << strerror(errno);
+  ::unlink(local);
+  EXPECT_EQ(ForestGather::Open(local_fd, local), nullptr);
+  ::close(local_fd);
   // The client: the same blocks in request order.
   auto client = ForestGather::Open(file.fd, m.file());
   ASSERT_NE(client, nullptr);
