@@ -151,6 +151,12 @@ def main():
                          "0: the engine's own default)")
     ap.add_argument("--mount-block-size", default="4KiB",
                     help="--mount: the block size of the forest served through the mount")
+    ap.add_argument("--mount-block-io", default="auto",
+                    help="--mount: the engine's --block-io values to run through each mount "
+                         "(e.g. auto,gather-file: the forest file's own gathers against the "
+                         "gather file's, as older engines do)")
+    ap.add_argument("--mount-what", default="1,10,100,cat",
+                    help="--mount: which runs (row counts and cat), e.g. 1")
     ap.add_argument("--fio", action="store_true", help="also the device's random-read IOPS")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
@@ -260,6 +266,19 @@ def proc_cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def proc_cpu_ns(pid):
+    """CPU time of the process's live threads in ns (schedstat): /proc/PID/stat
+    counts in clock ticks (10 ms), a cold row's daemon CPU is a few ticks."""
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                total += int(f.read().split()[0])
+        except OSError:
+            pass
+    return total
+
+
 def proc_read_bytes(pid):
     with open(f"/proc/{pid}/io") as f:
         return int(next(x for x in f if x.startswith("read_bytes:")).split()[1])
@@ -291,20 +310,24 @@ def mount_bench(a, new, header, lines):
         if "forest" not in listing.stdout:
             subprocess.run([new, "import", pac, "--name", "forest", "--store", uri], check=True,
                            capture_output=True)
-    sizes = (1, 10, 100)
-    what = [f"{n} row{'s' if n > 1 else ''}" for n in sizes] + ["cat"]
+    chosen = a.mount_what.split(",")
+    sizes = tuple(int(x) for x in chosen if x != "cat")
+    what = [f"{n} row{'s' if n > 1 else ''}" for n in sizes] + (["cat"] if "cat" in chosen else [])
     modes = a.daemon.split(",")
     bounds = [int(x) for x in a.mount_max_in_flight.split(",")]
-    mounts = {}  # where -> (uri, daemon, mode, in-flight bound)
+    ios = a.mount_block_io.split(",")
+    mounts = {}  # where -> (uri, daemon, mode, in-flight bound, --block-io)
     for kind, uri in stores.items():
         for d, daemon in daemons.items():
             for mode in modes:
                 for bound in bounds:
-                    where = kind + d + ("" if mode == "fresh" else " run") + \
-                        ("" if len(bounds) == 1 else f" {bound}")
-                    mounts[where] = (uri, daemon, mode, bound)
+                    for io in ios:
+                        where = kind + d + ("" if mode == "fresh" else " run") + \
+                            ("" if len(bounds) == 1 else f" {bound}") + \
+                            ("" if len(ios) == 1 else f" {io}")
+                        mounts[where] = (uri, daemon, mode, bound, io)
     running = {}  # (uri, daemon) -> Mount kept for the whole benchmark
-    for where, (uri, daemon, mode, _) in mounts.items():
+    for where, (uri, daemon, mode, _, _) in mounts.items():
         if mode == "running" and (uri, daemon) not in running:
             m = Mount(daemon, uri, os.path.join(a.work, "mnt-run-" + where.split()[0] +
                                                 str(len(running))))
@@ -323,10 +346,12 @@ def mount_bench(a, new, header, lines):
             for where, w in jobs:
                 n = int(w.split()[0]) if w != "cat" else None
 
-                def cmd(path, bound=None, engine=new):
+                def cmd(path, bound=None, engine=new, io="auto"):
                     if n is None:  # the whole file in reads of 128 KiB, as cat does
                         return ["dd", "if=" + path, "of=/dev/null", "bs=128K", "status=none"]
                     extra = ["--max-in-flight", str(bound)] if bound else []
+                    if io != "auto":
+                        extra += ["--block-io", io]
                     return [engine, "predict", path, "-i", csvs[n], "--timing"] + extra
                 row = {}
                 if where == "local":
@@ -334,7 +359,7 @@ def mount_bench(a, new, header, lines):
                     read_back(cmd(pac)[0])
                     wall, _, out, err = run(cmd(pac))
                 else:
-                    uri, daemon, mode, bound = mounts[where]
+                    uri, daemon, mode, bound, io = mounts[where]
                     engine = old_engine if " old" in where else new
 
                     def measure(m):
@@ -342,9 +367,14 @@ def mount_bench(a, new, header, lines):
                         read_back(cmd(pac)[0], daemon)
                         pid = m.proc.pid
                         cpu0, io0 = proc_cpu_seconds(pid), proc_read_bytes(pid)
+                        ns0 = proc_cpu_ns(pid)
                         blocks0 = fetched_blocks(m)
-                        r = run(cmd(os.path.join(m.mp, "forest.pac"), bound, engine))
+                        r = run(cmd(os.path.join(m.mp, "forest.pac"), bound, engine, io))
+                        # Pushes deferred until gathers are quiet (the gather
+                        # file's) may run after the process ends: they count.
+                        time.sleep(0.1)
                         row["daemon_cpu"] = proc_cpu_seconds(pid) - cpu0
+                        row["daemon_ns"] = proc_cpu_ns(pid) - ns0
                         row["disk"] = proc_read_bytes(pid) - io0
                         row["blocks"] = fetched_blocks(m) - blocks0
                         return r
@@ -375,17 +405,22 @@ def mount_bench(a, new, header, lines):
           f"daemon CPU per block fetched, disk = bytes the daemon read:")
     for w in what:
         base = statistics.median(r["engine"] for r in res[("local", w)])
+        base_wall = statistics.median(r["wall"] for r in res[("local", w)])
         for where in ["local"] + list(mounts):
             xs = res[(where, w)]
             eng = [r["engine"] for r in xs]
-            line = (f"  {w:8s} {where:11s} {'predict' if w != 'cat' else 'wall   '} {spread(eng)}"
+            line = (f"  {w:8s} {where:23s} {'predict' if w != 'cat' else 'wall   '} {spread(eng)}"
                     f"  x{statistics.median(eng) / base:5.2f}")
             if w != "cat":
-                line += f"  wall {spread([r['wall'] for r in xs])}"
+                walls = [r["wall"] for r in xs]
+                line += f"  wall {spread(walls)}  x{statistics.median(walls) / base_wall:5.2f}"
             if where != "local":
-                us = [r["daemon_cpu"] / max(1, r["blocks"]) * 1e6 for r in xs]
+                us = [r["daemon_ns"] / max(1, r["blocks"]) / 1e3 for r in xs]
+                # utime + stime (/proc/PID/stat) summed over the rounds: ticks
+                # of 10 ms are too coarse for one run.
+                ticks = sum(r["daemon_cpu"] for r in xs) / max(1, sum(r["blocks"] for r in xs))
                 line += (f"  blocks {statistics.median(r['blocks'] for r in xs):6.0f}"
-                         f"  daemon CPU {spread(us, 'us/block', 1)}"
+                         f"  daemon CPU {spread(us, 'us/block', 1)} (stat: {ticks * 1e6:.1f})"
                          f"  disk {statistics.median(r['disk'] for r in xs) / 2**20:5.1f} MiB")
             print(line)
 

@@ -117,10 +117,13 @@ class BlockSource {
 
 // How a source over a mapped file reads the blocks it fetches.
 enum class BlockIo {
-  kAuto,     // io_uring when the kernel allows it, else kThreads; on FUSE the
-             // gather file of a pacsetfs mount (protocol/gather.h), else kThreads
-  kThreads,  // a pool of threads doing pread
-  kUring,    // one io_uring per request (kThreads if the kernel refuses it)
+  kAuto,        // io_uring when the kernel allows it, else kThreads; on a pacsetfs
+                // mount its gathers (protocol/gather.h): on the forest file itself
+                // (version 2) or, from an older daemon, through the gather file
+  kThreads,     // a pool of threads doing pread
+  kUring,       // one io_uring per request (kThreads if the kernel refuses it)
+  kGatherFile,  // as kAuto, but on a pacsetfs mount always the gather file
+                // (version 1: what an older engine does; for comparisons)
 };
 
 // A source over a PacFile (which must outlive it). A mapped file's fetches

@@ -60,7 +60,8 @@ PacFileSource::PacFileSource(const PacFile& file, bool verify, uint32_t max_in_f
   for (uint64_t i = 0; i < (blocks_ + 63) / 64; ++i) ready_[i].store(0);
   const long page = sysconf(_SC_PAGESIZE);
   page_ = page > 0 ? static_cast<uint64_t>(page) : 4096;
-  if (mapped_ && (io == BlockIo::kUring || (io == BlockIo::kAuto && !OnFuse(file.fd())))) {
+  const bool gathers = io == BlockIo::kGatherFile || io == BlockIo::kAuto;  // kGatherFile: as kAuto
+  if (mapped_ && (io == BlockIo::kUring || (gathers && !OnFuse(file.fd())))) {
     ring_depth_ = static_cast<uint32_t>(
         std::min<uint64_t>({max_threads_, 4096, std::max<uint64_t>(1, kRingBufferBytes / bs_)}));
     // One ring made now tells whether the kernel allows io_uring at all.
@@ -69,10 +70,15 @@ PacFileSource::PacFileSource(const PacFile& file, bool verify, uint32_t max_in_f
       uring_ = true;
     }
   }
-  // A forest file on pacsetfs: whole batches through its gather file.
-  if (mapped_ && io == BlockIo::kAuto && !uring_ && OnFuse(file.fd())) {
-    if (auto channel = GatherChannel::Open(file.name(), file.fd())) {
-      channels_.Give(std::move(channel));
+  // A forest file on pacsetfs: whole batches, each one ioctl of the file
+  // itself (protocol/gather.h, version 2) or, from an older daemon, a write
+  // and a read of its gather file.
+  if (mapped_ && gathers && !uring_ && OnFuse(file.fd())) {
+    if (io == BlockIo::kAuto) forest_gather_ = ForestGather::Open(file.fd(), file.name());
+    std::unique_ptr<GatherChannel> channel;
+    if (!forest_gather_) channel = GatherChannel::Open(file.name(), file.fd());
+    if (forest_gather_ || channel) {
+      if (channel) channels_.Give(std::move(channel));
       gather_ = true;
       if (max_in_flight == 0) max_threads_ = kGatherMaxInFlight;
       gather_batch_ = std::clamp<size_t>(max_threads_ / 2, 1, kMaxGatherBatch);
@@ -92,7 +98,7 @@ PacFileSource::PacFileSource(const PacFile& file, bool verify, uint32_t max_in_f
     // thread to start, a channel to open or a buffer to be faulted in.
     for (size_t i = 0; i < 2 * ready; ++i)
       buffers_->Give(std::make_unique<char[]>(buffers_->bytes()));
-    for (size_t i = channels_.size(); i < ready; ++i)
+    for (size_t i = channels_.size(); !forest_gather_ && i < ready; ++i)
       channels_.Give(GatherChannel::Open(file.name(), file.fd()));
     threads_->Start(ready);
   }
@@ -111,7 +117,8 @@ const char* PacFileSource::Ready(uint64_t b) {
 
 const char* PacFileSource::io_name() const {
   if (!mapped_) return "memory";
-  if (gather_) return "gather";
+  if (forest_gather_) return "gather";
+  if (gather_) return "gather-file";
   return uring_ ? "io_uring" : "threads";
 }
 
@@ -158,7 +165,9 @@ void PacFileSource::Submit(std::vector<uint64_t> blocks, const std::shared_ptr<C
 void PacFileSource::RunJob(const std::vector<uint64_t>& blocks, Completions* done) {
   BufferPool::Buffer buf = buffers_->Take();
   bool gathered = false;
-  if (gather_) {
+  if (forest_gather_) {
+    gathered = forest_gather_->Gather(blocks.data(), blocks.size(), bs_, buf.get()).ok();
+  } else if (gather_) {
     std::unique_ptr<GatherChannel> channel = TakeChannel();
     gathered = channel && channel->Gather(blocks.data(), blocks.size(), bs_, buf.get()).ok();
     if (channel) GiveBackChannel(std::move(channel));

@@ -444,6 +444,88 @@ void PacsetFs::GatherRead(fuse_req_t req, size_t size, off_t off, uint64_t fh) {
   }
 }
 
+// Version 2 of the gather protocol (protocol/gather.h): the request on the
+// forest file's own handle, the blocks back through its page cache.
+void PacsetFs::Ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, fuse_file_info* fi,
+                     unsigned flags, const void* in_buf, size_t in_bufsz) {
+  // Never ENOSYS: the kernel would take it as "no ioctls at all".
+  if (ino < kFirstForestIno || cmd != kForestGatherIoctl || (flags & FUSE_IOCTL_DIR))
+    return (void)fuse_reply_err(req, ENOTTY);
+  // Malformed requests are not logged: any local user may send them.
+  StatusOr<GatherRequest> r = ParseForestGather(static_cast<const char*>(in_buf), in_bufsz);
+  if (!r.ok()) return (void)fuse_reply_err(req, EINVAL);
+  // Only for the user who opened this handle (its fh is the opener's uid):
+  // a descriptor passed to another user gathers nothing for them.
+  if (fuse_req_ctx(req)->uid != static_cast<uint32_t>(fi->fh))
+    return (void)fuse_reply_err(req, EACCES);
+  std::shared_ptr<ForestInode> f = table_->Find(ino);
+  if (!f) return (void)fuse_reply_err(req, ESTALE);
+  for (uint64_t b : r->blocks)
+    if (b >= f->info.block_count) return (void)fuse_reply_err(req, EINVAL);
+  if (r->blocks.empty()) return (void)fuse_reply_ioctl(req, 0, nullptr, 0);  // the probe
+  const Notifier::GatherScope serving(notifier_.get());  // deferred pushes wait meanwhile
+  std::vector<uint64_t> wanted = r->blocks;              // each distinct block once, in file order
+  std::sort(wanted.begin(), wanted.end());
+  wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
+  const uint32_t pid = static_cast<uint32_t>(fuse_req_ctx(req)->pid);
+  const uint64_t bs = f->info.block_size;
+  f->stats->gathers.fetch_add(1, std::memory_order_relaxed);
+  std::vector<BlockData> data;
+  std::vector<Status> status;
+  std::vector<BlockCache::Source> src;
+  const uint64_t drops_before = notifier_->drops();  // before the fetch: see Notifier::drops
+  const uint64_t t0 = MonotonicNowNs();
+  reader_->GetMany(*f, wanted, wanted.size(), &data, &status, &src);
+  const uint64_t latency = MonotonicNowNs() - t0;
+  int err = 0;
+  for (size_t i = 0; i < wanted.size(); ++i) {
+    tracing_.RecordAccess(*f, wanted[i], src[i], static_cast<uint32_t>(bs), pid, latency,
+                          status[i].ok());
+    if (!status[i].ok() && err == 0) err = StatusToErrno(status[i]);
+  }
+  if (err != 0) {
+    f->stats->errors.fetch_add(1, std::memory_order_relaxed);
+    return (void)fuse_reply_err(req, err);
+  }
+  f->stats->read_bytes.fetch_add(r->blocks.size() * bs, std::memory_order_relaxed);
+  // The push is the reply's payload. A push waits for the lock of a page
+  // that a read has in flight, which a worker must serve: at most
+  // max_threads - 1 workers push at once, so one is always free for reads
+  // (fs/DESIGN.md, "One round trip"); past that, or after a drop (which a
+  // push would undo), nothing is pushed and the client reads the blocks
+  // through the file as any reader.
+  std::vector<bool> pushed(wanted.size(), false);
+  const int pushers = pushing_.fetch_add(1, std::memory_order_acq_rel);
+  if (pushers < opts_.max_threads - 1 && notifier_->drops() == drops_before && se_) {
+    std::string run;  // a run of adjacent blocks goes in one notification
+    for (size_t i = 0; i < wanted.size();) {
+      size_t j = i + 1;
+      while (j < wanted.size() && wanted[j] == wanted[j - 1] + 1) ++j;
+      const char* at = data[i]->data();
+      size_t len = data[i]->size();
+      if (j - i > 1) {
+        run.clear();
+        for (size_t k = i; k < j; ++k) run += *data[k];
+        at = run.data();
+        len = run.size();
+      }
+      fuse_bufvec bv = FUSE_BUFVEC_INIT(len);
+      bv.buf[0].mem = const_cast<char*>(at);
+      const bool ok = fuse_lowlevel_notify_store(se_, f->ino, wanted[i] * bs, &bv,
+                                                 static_cast<fuse_buf_copy_flags>(0)) == 0;
+      for (size_t k = i; k < j; ++k) pushed[k] = ok;
+      i = j;
+    }
+  }
+  pushing_.fetch_sub(1, std::memory_order_acq_rel);
+  uint64_t pushed_blocks = 0, answered = 0;
+  for (size_t i = 0; i < wanted.size(); ++i) pushed_blocks += pushed[i];
+  for (uint64_t b : r->blocks)
+    answered += pushed[std::lower_bound(wanted.begin(), wanted.end(), b) - wanted.begin()];
+  f->stats->pushed.fetch_add(pushed_blocks, std::memory_order_relaxed);
+  fuse_reply_ioctl(req, static_cast<int>(answered), nullptr, 0);
+}
+
 void PacsetFs::Write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size,
                      fuse_file_info* fi) {
   if (ino == kGatherIno) return GatherWrite(req, buf, size, fi->fh);
@@ -551,6 +633,10 @@ const fuse_lowlevel_ops& PacsetFs::Ops() {
     o.write = [](fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_t,
                  fuse_file_info* fi) {
       Guarded(req, "write", [&] { FsOf(req)->Write(req, ino, buf, size, fi); });
+    };
+    o.ioctl = [](fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void*, fuse_file_info* fi,
+                 unsigned flags, const void* in_buf, size_t in_bufsz, size_t) {
+      Guarded(req, "ioctl", [&] { FsOf(req)->Ioctl(req, ino, cmd, fi, flags, in_buf, in_bufsz); });
     };
     o.statfs = [](fuse_req_t req, fuse_ino_t) {
       Guarded(req, "statfs", [&] { FsOf(req)->StatFs(req); });

@@ -19,7 +19,8 @@ struct ForestStats {
   std::atomic<uint64_t> opens{0};
   std::atomic<uint64_t> reads{0};  // read requests from the kernel
   std::atomic<uint64_t> read_bytes{0};
-  std::atomic<uint64_t> gathers{0};         // read requests of the gather file (protocol/gather.h)
+  std::atomic<uint64_t> gathers{
+      0};  // gathers: reads of the gather file, forest-file ioctls (protocol/gather.h)
   std::atomic<uint64_t> blocks_fetched{0};  // from the store
   std::atomic<uint64_t> fetched_bytes{0};
   std::atomic<uint64_t> cache_hits{0};  // served from the daemon cache

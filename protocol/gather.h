@@ -64,7 +64,71 @@
 // memory cap; read EINVAL before any request, EIO when a block cannot be
 // read (the daemon logs forest, generation and block), ESTALE when the
 // forest's inode is gone or the reader may no longer read it.
+//
+// ---------------------------------------------------------------------------
+// Version 2: a gather on the forest file itself, one round trip (pacsetfs
+// since issue 34; ForestGather below is its client).
+//
+// Why: a gather through the gather file is two FUSE requests (the write,
+// then the read), and a cold row of the 682-tree forest is ~22 dependent
+// rounds of gathers: each round paid two round trips, and the daemon
+// answered each block twice (the read's reply, then a push into the forest
+// file's page cache so that mappings see it). FUSE in libfuse 3.14 has no
+// request that carries a list in and many blocks out: an ioctl of a regular
+// file is "restricted" (the kernel copies at most _IOC_SIZE bytes, under
+// 16 KiB, in and out), getxattr returns at most 64 KiB, and a read carries
+// only an offset and a size. So the request goes in an ioctl of the forest
+// file, and the blocks come back through that file's page cache.
+//
+// Protocol. On a descriptor of MOUNTPOINT/NAME.pac (opened O_RDONLY, as any
+// reader opens it):
+//
+//   ioctl(fd, kForestGatherIoctl, buf)   buf: kForestGatherIoctlBytes bytes
+//
+// kForestGatherIoctl = _IOC(_IOC_WRITE, 'P', 0x47, 1040) = 0x44105047 on
+// x86-64 and arm64: the kernel copies all 1040 bytes of `buf` to the daemon
+// and nothing back. `buf`, little-endian:
+//
+//   offset  size  field
+//   0       4     magic 0x32524750 ("PGR2")
+//   4       4     count: 0 .. kMaxForestGatherBlocks (128)
+//   8       8     flags: 0 (anything else is EINVAL: room to grow)
+//   16      8*128 block indexes; the first `count` are read, each < the
+//                 forest's block count, any order, repeats allowed; the
+//                 rest is ignored
+//
+// The daemon reads the blocks (from its cache or the store, each verified as
+// any read's), puts each whole block into the page cache of that forest
+// file (fuse_lowlevel_notify_store) and then replies: ioctl returns the
+// number of blocks it put there (count when all were). The caller then
+// reads them with pread(2) of the same file, which finds them in the page
+// cache: no further request. A read is always correct: a block the daemon
+// did not push (it returns fewer when its workers are busy pushing, or a
+// `drop` came meanwhile, which a push would undo) or that the kernel evicted
+// since is read by the kernel from the daemon as any read is. count 0 is a
+// probe: it returns 0 from a daemon that knows this request.
+//
+// Who may gather. The request travels with the open file: the daemon
+// answers only the user who opened that descriptor (the uid of the ioctl
+// must be the uid of the open; EACCES otherwise, so a descriptor passed to
+// another user gathers nothing for them), and the file's generation is
+// pinned while it is open (so ESTALE never happens to it, however the forest
+// is replaced or removed). The daemon keeps nothing between requests:
+// no handle, no request, so there is nothing per user to cap; each request
+// holds a worker thread until its reply, as a read does.
+//
+// Errors (errno of ioctl): ENOTTY (or ENOSYS) from a daemon without this
+// request (use the gather file); EINVAL for a bad magic, count or flags or a
+// block past the forest's end; EACCES as above; EIO when a block cannot be
+// read (the daemon logs forest, generation and block; the blocks before it
+// may have been pushed); ESTALE if the inode is not a forest of this mount.
+//
+// Versioning: the gather file (version 1, "PGR1") stays for older engines;
+// an engine probes version 2 on the forest file first (ForestGather::Open)
+// and falls back to the gather file, then to reading the file.
 #pragma once
+
+#include <sys/ioctl.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -81,12 +145,22 @@ constexpr uint32_t kGatherMagic = 0x31524750;      // "PGR1"
 constexpr uint32_t kMaxGatherBlocks = 1024;
 constexpr size_t kGatherHeaderBytes = 16;
 
+constexpr uint32_t kForestGatherMagic = 0x32524750;  // "PGR2"
+constexpr uint32_t kMaxForestGatherBlocks = 128;
+constexpr size_t kForestGatherIoctlBytes = 16 + 8 * kMaxForestGatherBlocks;  // 1040
+constexpr unsigned int kForestGatherIoctl =
+    _IOC(_IOC_WRITE, 'P', 0x47, kForestGatherIoctlBytes);  // 0x44105047
+
 struct GatherRequest {
   uint64_t inode = 0;
   std::vector<uint64_t> blocks;
 };
 
 std::string EncodeGatherRequest(uint64_t inode, const uint64_t* blocks, size_t count);
+// Version 2: the ioctl's buffer (kForestGatherIoctlBytes) for blocks[0 .. count), count <=
+// kMaxForestGatherBlocks; and its parser (inode: unused, 0).
+std::string EncodeForestGather(const uint64_t* blocks, size_t count);
+StatusOr<GatherRequest> ParseForestGather(const char* data, size_t size);
 // kInvalidArgument naming what is wrong with what one write carried.
 StatusOr<GatherRequest> ParseGatherRequest(const char* data, size_t size);
 
@@ -114,6 +188,26 @@ class GatherChannel {
   const int fd_;
   const uint64_t inode_;
   const std::string what_;  // for errors: the forest file
+};
+
+// Version 2, on the forest file's own descriptor. Thread-safe (each call is
+// one ioctl and preads; the daemon keeps no state between them).
+class ForestGather {
+ public:
+  // Null unless `forest_fd` is a file of a pacsetfs mount that answers the
+  // probe (count 0). The descriptor is borrowed: it must outlive this.
+  static std::unique_ptr<ForestGather> Open(int forest_fd, std::string what);
+
+  // Blocks blocks[0 .. count) into out (count * block_size bytes, block i at
+  // i * block_size), count <= kMaxForestGatherBlocks: one ioctl, then a pread
+  // per run of adjacent blocks (from the page cache). kIOError naming the
+  // forest file, the block and the errno on failure.
+  Status Gather(const uint64_t* blocks, size_t count, uint32_t block_size, char* out) const;
+
+ private:
+  ForestGather(int fd, std::string what) : fd_(fd), what_(std::move(what)) {}
+  const int fd_;
+  const std::string what_;
 };
 
 }  // namespace pacset

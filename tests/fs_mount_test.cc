@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <malloc.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -18,6 +19,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <future>
 #include <map>
@@ -250,12 +252,13 @@ TEST(PacsetfsMount, ABlockFailingAheadOfASequentialReaderIsNotRetriedAndFailsNoR
   EXPECT_GT(f["prefetched_blocks"].get<uint64_t>(), 0u) << f.dump();
 }
 
-// Through the gather file the engine keeps its bound of blocks in flight in
-// gathers of half of it, at most 32: 128 blocks (four gathers of 32) when the
-// caller sets no bound, so the daemon reads batches while the engine walks
-// another (fs/DESIGN.md, "The gather file"); with a bound of 8, two gathers
-// of 4. Predictions are exact.
-TEST(PacsetfsMount, TheEngineKeepsItsBoundInFlightInGathersOfHalfItAtMost32ThroughTheGatherFile) {
+// Through a mount the engine keeps its bound of blocks in flight in gathers
+// of half of it, at most 32: 128 blocks (four gathers of 32) when the caller
+// sets no bound, so the daemon reads batches while the engine walks another
+// (fs/DESIGN.md, "The gather file"); with a bound of 8, two gathers of 4.
+// The same on the forest file itself (version 2, the default) and through
+// the gather file (version 1, as older engines). Predictions are exact.
+TEST(PacsetfsMount, TheEngineKeepsItsBoundInFlightInGathersOfHalfItAtMost32) {
   if (!CanMount()) GTEST_SKIP() << "needs root and /dev/fuse";
   testing::RandomForestSpec spec;
   spec.trees = 600;  // far more separate walks than blocks in flight
@@ -267,21 +270,26 @@ TEST(PacsetfsMount, TheEngineKeepsItsBoundInFlightInGathersOfHalfItAtMost32Throu
   const size_t cols = forest.num_prediction_columns();
   std::vector<double> want(rows.num_rows * cols);
   for (size_t r = 0; r < rows.num_rows; ++r) reference.Predict(rows.row(r), &want[r * cols]);
-  ServedMount m(10000, {{"default", forest}, {"bound64", forest}, {"bound8", forest}});
+  ServedMount m(10000,
+                {{"default", forest}, {"bound64", forest}, {"bound8", forest}, {"file", forest}});
   ASSERT_TRUE(m.ok());
-  for (const auto& [name, bound, most, batch] :
-       {std::tuple<const char*, uint32_t, int64_t, uint64_t>{"default", 0, 128, 32},
-        {"bound64", 64, 64, 32},
-        {"bound8", 8, 8, 4}}) {
+  for (const auto& [name, bound, most, batch, io] :
+       {std::tuple<const char*, uint32_t, int64_t, uint64_t, BlockIo>{"default", 0, 128, 32,
+                                                                      BlockIo::kAuto},
+        {"bound64", 64, 64, 32, BlockIo::kAuto},
+        {"bound8", 8, 8, 4, BlockIo::kAuto},
+        {"file", 0, 128, 32, BlockIo::kGatherFile}}) {
     SCOPED_TRACE(name);
     EngineOptions eo;
     eo.max_in_flight = bound;
+    eo.block_io = io;
     eo.sequential_reads = false;  // the blocks the walks need, not the whole region
     auto file = PacFile::Open(m.file(name));
     ASSERT_TRUE(file.ok()) << file.status().ToString();
     auto engine = PacEngine::FromFile(std::move(*file), eo);
     ASSERT_TRUE(engine.ok()) << engine.status().ToString();
-    ASSERT_STREQ((*engine)->stats().block_io, "gather");
+    ASSERT_STREQ((*engine)->stats().block_io,
+                 io == BlockIo::kGatherFile ? "gather-file" : "gather");
     // Slow enough that a gather is still in the store when the next is sent.
     m.store()->DelayReads(50);
     m.store()->ResetReadCounters();
@@ -539,6 +547,14 @@ int GatherOnce(const ServedMount& m, uint64_t ino, const std::vector<uint64_t>& 
   if (err == 0) err = ReadGather(fd, blocks.size(), out);
   ::close(fd);
   return err;
+}
+
+// Version 2 (protocol/gather.h) in system calls: what ioctl returns (the
+// blocks the daemon put into the page cache), or -errno.
+int ForestGatherIoctl(int fd, const std::vector<uint64_t>& blocks) {
+  const std::string req = EncodeForestGather(blocks.data(), blocks.size());
+  const int r = ::ioctl(fd, kForestGatherIoctl, req.data());
+  return r < 0 ? -errno : r;
 }
 
 // Descriptors closed at the end of their scope, also when an assertion
@@ -903,6 +919,147 @@ TEST(PacsetfsMount, AReplacedOrRemovedForestIsGatheredOnlyByUsersWhoHoldItOpen) 
   EXPECT_EQ(gather_as(0, second_ino, &got), -ESTALE);
   ASSERT_EQ(gather_as(kNobody, second_ino, &got), 0);
   EXPECT_TRUE(got == bytes(second_gen));
+  // Version 2 goes with the open file: its holder still gathers the removed
+  // generation on its own descriptor; nobody else gathers on that descriptor.
+  EXPECT_EQ(AsUser(kNobody, [&] { return ForestGatherIoctl(second, blocks); }),
+            static_cast<int>(blocks.size()));
+  EXPECT_EQ(ForestGatherIoctl(second, blocks), -EACCES);
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    std::string one;
+    ASSERT_EQ(ReadAt(second, &one, kBs, blocks[i] * kBs), static_cast<ssize_t>(kBs));
+    EXPECT_TRUE(one == MakeBlock(kBs, blocks[i], second_gen)) << "block " << blocks[i];
+  }
+}
+
+// ---- version 2: the gather on the forest file itself (protocol/gather.h) ----
+
+nlohmann::json ForestStats(const ServedMount& m) {
+  std::ifstream stats(m.stats_file());
+  return nlohmann::json::parse(stats)["forests"]["f"];
+}
+
+// One request on the forest file: its blocks (repeats and any order) are
+// fetched once each and put into the file's page cache before the ioctl
+// returns, which says how many of the request's blocks are there; reading
+// them then sends the daemon no request at all.
+TEST(PacsetfsMount, AForestGatherPutsItsBlocksInTheFilesPageCacheInOneRequest) {
+  if (!CanMount()) GTEST_SKIP() << "needs root and /dev/fuse";
+  ServedMount m;
+  ASSERT_TRUE(m.ok());
+  OpenFile file(m.file());
+  ASSERT_GE(file.fd, 0) << strerror(errno);
+  EXPECT_EQ(ForestGatherIoctl(file.fd, {}), 0) << "the probe";
+  // Repeats, any order, and a run of adjacent blocks (5-7: one notification).
+  const std::vector<uint64_t> blocks = {200, 5, 1, 6, 5, 255, 7};
+  ASSERT_EQ(ForestGatherIoctl(file.fd, blocks), 7);
+  EXPECT_EQ(m.store()->blocks_read(), 6u);
+  const nlohmann::json before = ForestStats(m);
+  EXPECT_EQ(before["pushed_blocks"].get<uint64_t>(), 6u) << before.dump();
+  EXPECT_EQ(before["gathers"].get<uint64_t>(), 1u) << before.dump();
+  const uint64_t store_calls = m.store()->read_calls();
+  std::string one;
+  for (uint64_t b : blocks) {
+    ASSERT_EQ(ReadAt(file.fd, &one, kBs, b * kBs), static_cast<ssize_t>(kBs));
+    EXPECT_TRUE(one == m.Block(b)) << "block " << b;
+  }
+  EXPECT_EQ(ForestStats(m)["reads"].get<uint64_t>(), before["reads"].get<uint64_t>())
+      << "a pushed block was read through the daemon";
+  EXPECT_EQ(m.store()->read_calls(), store_calls);
+  // A file elsewhere answers the probe with ENOTTY: no client for it.
+  char local[] = "/tmp/pacset-forest-gather-XXXXXX";
+  const int local_fd = ::mkstemp(local);
+  ASSERT_GE(local_fd, 0) << strerror(errno);
+  ::unlink(local);
+  EXPECT_EQ(ForestGather::Open(local_fd, local), nullptr);
+  ::close(local_fd);
+  // The client: the same blocks in request order.
+  auto client = ForestGather::Open(file.fd, m.file());
+  ASSERT_NE(client, nullptr);
+  const std::vector<uint64_t> more = {7, 6, 200, 8};
+  std::string got(more.size() * kBs, '\0');
+  ASSERT_TRUE(client->Gather(more.data(), more.size(), kBs, got.data()).ok());
+  for (size_t i = 0; i < more.size(); ++i)
+    EXPECT_TRUE(got.compare(i * kBs, kBs, m.Block(more[i])) == 0) << "block " << more[i];
+}
+
+// The request travels with the open file: only the user who opened the
+// descriptor gathers through it (root included), and what is refused
+// reaches no store.
+TEST(PacsetfsMount, AForestGatherIsAnsweredOnlyToTheUserWhoOpenedTheFile) {
+  if (!CanMount()) GTEST_SKIP() << "needs root and /dev/fuse";
+  ServedMount m;
+  ASSERT_TRUE(m.ok());
+  OpenFile root_file(m.file());
+  ASSERT_GE(root_file.fd, 0) << strerror(errno);
+  const std::vector<uint64_t> blocks = {9, 3};
+  EXPECT_EQ(AsUser(kNobody, [&] { return ForestGatherIoctl(root_file.fd, blocks); }), -EACCES);
+  Descriptors held;
+  const int nobody_fd = held.Keep({AsUser(kNobody, [&] {
+    const int fd = ::open(m.file().c_str(), O_RDONLY | O_CLOEXEC);
+    return fd >= 0 ? fd : -errno;
+  })})[0];
+  ASSERT_GE(nobody_fd, 0) << strerror(-nobody_fd);
+  EXPECT_EQ(ForestGatherIoctl(nobody_fd, blocks), -EACCES);
+  EXPECT_EQ(AsUser(kBinUser, [&] { return ForestGatherIoctl(nobody_fd, blocks); }), -EACCES);
+  EXPECT_EQ(m.store()->blocks_read(), 0u);
+  EXPECT_EQ(AsUser(kNobody, [&] { return ForestGatherIoctl(nobody_fd, blocks); }), 2);
+  EXPECT_EQ(m.store()->blocks_read(), 2u);
+}
+
+// Malformed requests and other ioctls are refused before anything is read;
+// the gather file's caps are untouched by version 2, which holds nothing.
+TEST(PacsetfsMount, MalformedForestGathersAndOtherIoctlsAreRefused) {
+  if (!CanMount()) GTEST_SKIP() << "needs root and /dev/fuse";
+  ServedMount m;
+  ASSERT_TRUE(m.ok());
+  OpenFile file(m.file());
+  ASSERT_GE(file.fd, 0) << strerror(errno);
+  auto raw = [&](int fd, unsigned long cmd, std::string buf) {
+    return ::ioctl(fd, cmd, buf.data()) < 0 ? -errno : 0;
+  };
+  const uint64_t one = 1;
+  const std::string good = EncodeForestGather(&one, 1);
+  std::string bad_magic = good, bad_count = good, bad_flags = good;
+  bad_magic[0] ^= 1;
+  const uint32_t too_many = kMaxForestGatherBlocks + 1;
+  std::memcpy(&bad_count[4], &too_many, 4);
+  bad_flags[8] = 1;
+  EXPECT_EQ(raw(file.fd, kForestGatherIoctl, bad_magic), -EINVAL);
+  EXPECT_EQ(raw(file.fd, kForestGatherIoctl, bad_count), -EINVAL);
+  EXPECT_EQ(raw(file.fd, kForestGatherIoctl, bad_flags), -EINVAL);
+  EXPECT_EQ(ForestGatherIoctl(file.fd, {1, kBlocks}), -EINVAL) << "a block past the end";
+  EXPECT_EQ(raw(file.fd, _IOC(_IOC_WRITE, 'P', 0x48, kForestGatherIoctlBytes), good), -ENOTTY);
+  EXPECT_EQ(raw(file.fd, _IOC(_IOC_WRITE, 'P', 0x47, 16), good), -ENOTTY);
+  OpenFile stats(m.stats_file());
+  ASSERT_GE(stats.fd, 0);
+  EXPECT_EQ(raw(stats.fd, kForestGatherIoctl, good), -ENOTTY);
+  EXPECT_EQ(m.store()->blocks_read(), 0u);
+  EXPECT_EQ(GatherStats(m)["handles"].get<uint64_t>(), 0u);
+  EXPECT_EQ(raw(file.fd, kForestGatherIoctl, good), 0) << "the good one, after all that";
+  EXPECT_EQ(m.store()->blocks_read(), 1u);
+}
+
+// A push waits for the lock of a page a read has in flight, which a worker
+// must serve: with one worker, nothing is pushed (the ioctl says 0) and the
+// blocks read through the daemon as any read, right.
+TEST(PacsetfsMount, WithOneWorkerAForestGatherPushesNothingAndItsBlocksStillRead) {
+  if (!CanMount()) GTEST_SKIP() << "needs root and /dev/fuse";
+  MountOptions opts;
+  opts.max_threads = 1;
+  ServedMount m(10000, {}, opts);
+  ASSERT_TRUE(m.ok());
+  OpenFile file(m.file());
+  ASSERT_GE(file.fd, 0) << strerror(errno);
+  auto client = ForestGather::Open(file.fd, m.file());
+  ASSERT_NE(client, nullptr);
+  EXPECT_EQ(ForestGatherIoctl(file.fd, {3, 4}), 0);
+  EXPECT_EQ(ForestStats(m)["pushed_blocks"].get<uint64_t>(), 0u);
+  const std::vector<uint64_t> blocks = {4, 3, 100};
+  std::string got(blocks.size() * kBs, '\0');
+  ASSERT_TRUE(client->Gather(blocks.data(), blocks.size(), kBs, got.data()).ok());
+  for (size_t i = 0; i < blocks.size(); ++i)
+    EXPECT_TRUE(got.compare(i * kBs, kBs, m.Block(blocks[i])) == 0) << "block " << blocks[i];
+  EXPECT_GE(ForestStats(m)["reads"].get<uint64_t>(), 3u);
 }
 
 }  // namespace

@@ -118,9 +118,10 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 65536));
   p->add_option("--block-io", predict.block_io,
                 ".pac files: how missing blocks are read: io_uring (one ring per request), "
-                "threads (a pool of pread threads) or auto (io_uring where the kernel allows it, "
-                "threads on a FUSE mount such as pacsetfs)")
-      ->check(CLI::IsMember({"auto", "io_uring", "threads"}));
+                "threads (a pool of pread threads), auto (io_uring where the kernel allows it; "
+                "on a pacsetfs mount its gathers, else threads on FUSE) or gather-file (as auto, "
+                "but through a pacsetfs mount's gather file, as older engines do)")
+      ->check(CLI::IsMember({"auto", "io_uring", "threads", "gather-file"}));
   p->add_option("--store", predict.store,
                 "Read the forest MODEL straight from this store, without a mount: "
                 "rocksdb:PATH, dir:PATH, redis://[:PASSWORD@]HOST:PORT[/DB] or "

@@ -219,9 +219,10 @@ Status PredictWithPac(const PredictOptions& opts) {
   EngineOptions engine_options;
   engine_options.verify_blocks = opts.verify_blocks;
   if (opts.max_in_flight != 0) engine_options.max_in_flight = opts.max_in_flight;
-  engine_options.block_io = opts.block_io == "threads"    ? BlockIo::kThreads
-                            : opts.block_io == "io_uring" ? BlockIo::kUring
-                                                          : BlockIo::kAuto;
+  engine_options.block_io = opts.block_io == "threads"       ? BlockIo::kThreads
+                            : opts.block_io == "io_uring"    ? BlockIo::kUring
+                            : opts.block_io == "gather-file" ? BlockIo::kGatherFile
+                                                             : BlockIo::kAuto;
   // Per-row requests are traced to see what each row reads: no row reads
   // the others' blocks ahead for them.
   engine_options.sequential_reads = marks.path.empty() || !marks.per_row;

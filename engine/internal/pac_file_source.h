@@ -136,6 +136,9 @@ class PacFileSource final : public BlockSource {
   bool gather_ = false;
   size_t gather_batch_ = 0;
   FreeList<std::unique_ptr<GatherChannel>> channels_{kPooledRings};
+  // The forest file's own gathers (version 2; shared by the read threads),
+  // when the daemon answers them: then no gather file is opened.
+  std::unique_ptr<ForestGather> forest_gather_;
 
   std::unique_ptr<BufferPool> buffers_;  // for the read threads' jobs
   // Last, and stopped first in the destructor: its jobs use all of the above.

@@ -14,6 +14,7 @@
 
 #include <time.h>
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
@@ -67,6 +68,9 @@ class PacsetFs {
   void Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi);
   void Write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, fuse_file_info* fi);
   void StatFs(fuse_req_t req);
+  // The forest file's gather request (protocol/gather.h, version 2).
+  void Ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, fuse_file_info* fi, unsigned flags,
+             const void* in_buf, size_t in_bufsz);
 
   // ---- the control file (fs/daemon_control.cc) ----
   // Carries out `cmd` and then calls `done` with the result, exactly once:
@@ -130,6 +134,10 @@ class PacsetFs {
   // Open handles of the gather file, the request each holds, and the caps
   // per user and in total; owned here for the same reason.
   GatherHandles gathers_;
+  // Workers pushing a forest gather's blocks now (Ioctl): at most
+  // max_threads - 1, so that one is always free to serve the reads whose
+  // page locks a push waits for.
+  std::atomic<int> pushing_{0};
 };
 
 }  // namespace fs_internal
