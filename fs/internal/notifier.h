@@ -56,8 +56,11 @@ class Notifier {
   // Best effort: dropped when 4096 pushes are already queued, or when a
   // drop was queued since `drops_before` (drops()).
   // Pushes blocks [block, block + count) (one notification for the run).
+  // `hold` is kept until the push is done or dropped (what a read-ahead
+  // holds of its caps: FaultReadahead::Plan).
   void Push(const std::shared_ptr<ForestInode>& f, uint64_t block, uint64_t count,
-            uint64_t drops_before) noexcept EXCLUDES(mu_);
+            uint64_t drops_before, std::shared_ptr<const void> hold = nullptr) noexcept
+      EXCLUDES(mu_);
   // Push, but the push (and the work queued behind it) waits while any
   // gather is served and until kGatherQuietMs after the last one, at most
   // kPushDeferMaxMs. For blocks a gather fetched: its client has them
@@ -105,6 +108,7 @@ class Notifier {
     std::function<void()> then;                        // kInvalidate
     uint64_t defer_until_ns = 0;  // PushAfterGathers: wait for quiet gathers until then
     uint64_t drops_before = 0;    // kPush: drops() before its blocks were fetched
+    std::shared_ptr<const void> hold;  // kPush: released with the work
   };
   // Whether `w` (at the front of the queue) waits now; if so, how long to
   // sleep before looking again.

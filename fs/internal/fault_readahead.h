@@ -1,0 +1,135 @@
+// The daemon's read-ahead for page-faulting readers: programs that map a
+// forest file and walk it (numpy.memmap, the independent reader of
+// tests/spec/, any mmap engine), one page fault per block.
+//
+// Why: kernel readahead is off on a mount (a fault reads exactly its page,
+// fs/DESIGN.md "Reads"), so such a reader waits for one FUSE round trip per
+// block it touches, one after another, while the same reader on a local
+// disk gets the kernel's read-around (the whole device readahead, 8 MiB on
+// the benchmark VM) on each miss and hardly ever waits. What it reads
+// follows the layout (layout/FORMAT.md §4): every row reads the bins (the
+// interleaved top levels of many trees, right after the metadata blocks),
+// and a reader that walks one tree after another then moves forward through
+// the residual node region and, if it reads leaf ids, the leaf-id section,
+// with gaps of about one tree's subtrees between its faults. So:
+//
+//   * bins: the first fault in the bins reads the whole bin region (up to
+//     Options::max_bins_bytes), once per inode and drop;
+//   * beyond the bins: a thread's faults in one zone (the residual node
+//     region; everything after it) that keep moving forward, each within
+//     Options::max_window_bytes of the last, form a stream; from its second
+//     fault on, the fault also reads the next window of blocks, which starts
+//     at 256 KiB and doubles up to max_window_bytes while the stream lasts.
+//     A backward or far jump ends the stream: a selective reader's first
+//     faults fetch exactly their blocks;
+//   * the metadata blocks are read exactly (an engine opening a forest reads
+//     them, then gathers what it needs: it must not pull the bins).
+// The caller reads a plan after it has replied to the fault (the reader
+// does not wait for it) and pushes the blocks into the page cache
+// (Notifier::Push), so the reader's next faults there cost no request.
+//
+// Bounded against local users (with allow_other every user may read):
+// what a plan reads is counted, from planning until its push is done or
+// dropped, against a cap per user (Options::max_bytes_per_user) and a total
+// (max_bytes) that every user but root and the mounting user share; those
+// two have a budget of the total of their own, so a flood from others never
+// takes their read-ahead away. A plan over a cap is not made (the fault is
+// still served, exactly). A plan reads at most max_window_bytes (or
+// max_bins_bytes), so one request never makes the daemon fetch more; what
+// it fetched lives in the daemon's bounded block cache.
+//
+// Thread-safety: every method may be called from any thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+#include "fs/internal/inodes.h"
+#include "util/mutex.h"
+
+namespace pacset {
+namespace fs_internal {
+
+class FaultReadahead {
+ public:
+  struct Options {
+    uint64_t max_window_bytes = 4u << 20;  // 0: no read-ahead at all
+    uint64_t max_bins_bytes = 16u << 20;
+    uint64_t max_bytes_per_user = 32u << 20;
+    uint64_t max_bytes = 128u << 20;
+    uint32_t mounting_uid = 0;  // with root: uncapped per user, a budget of their own
+  };
+  static constexpr uint64_t kFirstWindowBytes = 256 << 10;
+
+  // The blocks [first, first + count) to read ahead, and what they hold of
+  // the caps until the last copy of `hold` is gone (keep it with the push).
+  struct Plan {
+    uint64_t first = 0;
+    uint64_t count = 0;
+    std::shared_ptr<const void> hold;
+  };
+
+  explicit FaultReadahead(const Options& o) : opts_(o) {}
+  FaultReadahead(const FaultReadahead&) = delete;
+  FaultReadahead& operator=(const FaultReadahead&) = delete;
+
+  // Learns the layout of inode `ino` (a generation: it never changes) from
+  // its block 0 as the store gave it (verified). Does nothing when it is
+  // known already or the header does not fit block 0's payload; a header
+  // that does not decode leaves the inode without read-ahead.
+  void Learn(fuse_ino_t ino, const std::string& block0, uint32_t block_size, uint64_t block_count)
+      EXCLUDES(mu_);
+  bool Knows(fuse_ino_t ino) const EXCLUDES(mu_);
+
+  // What to read ahead after serving blocks [first, last] of `ino` to
+  // thread `tid` of user `uid`; count 0 for nothing. `drops` is
+  // Notifier::drops(): a drop makes the bins cold again.
+  Plan PlanFor(fuse_ino_t ino, uint32_t uid, uint32_t tid, uint64_t first, uint64_t last,
+               uint64_t drops) EXCLUDES(mu_);
+
+  // Bytes planned and not yet released, in total and of one user (tests).
+  uint64_t held_bytes() const EXCLUDES(mu_);
+  uint64_t held_bytes_of(uint32_t uid) const EXCLUDES(mu_);
+
+ private:
+  struct Layout {
+    uint64_t bins_first = 0, bins_end = 0;  // [node_first_block, + bin_block_count)
+    uint64_t node_end = 0;                  // end of the node region
+    uint64_t block_count = 0;
+    uint32_t block_size = 0;
+    bool bins_read = false;  // the bins were planned since drop `bins_drops`
+    uint64_t bins_drops = 0;
+  };
+  struct Stream {
+    fuse_ino_t ino = 0;
+    uint32_t tid = 0;
+    int zone = -1;
+    uint64_t last = 0;       // the last block of the previous fault
+    uint64_t ahead_end = 0;  // what was planned ahead ends here
+    uint64_t window = 0;     // blocks
+  };
+  // What plans hold of the caps; shared with their holds, which may
+  // outlive this object in a queued push. Its lock is taken under mu_.
+  struct Budget {
+    Mutex mu;
+    std::unordered_map<uint32_t, uint64_t> held_of GUARDED_BY(mu);  // capped users only
+    uint64_t held_capped GUARDED_BY(mu) = 0;                         // every capped user
+    uint64_t held_uncapped GUARDED_BY(mu) = 0;  // root and the mounting user
+  };
+  static constexpr size_t kStreams = 64;  // readers tracked at once (hashed; a clash restarts one)
+  static constexpr size_t kMaxLayouts = 4096;
+
+  // A plan of [first, end) for uid within the caps, or an empty one.
+  Plan Grant(uint32_t uid, uint64_t first, uint64_t end, uint32_t block_size);
+
+  const Options opts_;
+  const std::shared_ptr<Budget> budget_ = std::make_shared<Budget>();
+  mutable Mutex mu_;
+  std::unordered_map<fuse_ino_t, Layout> layouts_ GUARDED_BY(mu_);
+  Stream streams_[kStreams] GUARDED_BY(mu_);
+};
+
+}  // namespace fs_internal
+}  // namespace pacset
