@@ -92,12 +92,18 @@ FaultReadahead::Plan FaultReadahead::Grant(uint32_t uid, uint64_t first, uint64_
       uint64_t& mine = b.held_of[uid];
       if (mine + bytes > opts_.max_bytes_per_user || b.held_capped + bytes > opts_.max_bytes) {
         if (mine == 0) b.held_of.erase(uid);
+        ++b.refused;
         return {};
       }
       mine += bytes;
       b.held_capped += bytes;
+      b.peak_of_one_user = std::max(b.peak_of_one_user, mine);
+      b.peak_capped = std::max(b.peak_capped, b.held_capped);
     } else {
-      if (b.held_uncapped + bytes > opts_.max_bytes) return {};
+      if (b.held_uncapped + bytes > opts_.max_bytes) {
+        ++b.refused;
+        return {};
+      }
       b.held_uncapped += bytes;
     }
   }
@@ -119,6 +125,12 @@ FaultReadahead::Plan FaultReadahead::Grant(uint32_t uid, uint64_t first, uint64_
 uint64_t FaultReadahead::held_bytes() const {
   MutexLock lock(&budget_->mu);
   return budget_->held_capped + budget_->held_uncapped;
+}
+
+FaultReadahead::Totals FaultReadahead::totals() const {
+  MutexLock lock(&budget_->mu);
+  return Totals{budget_->held_capped + budget_->held_uncapped, budget_->peak_of_one_user,
+                budget_->peak_capped, budget_->refused};
 }
 
 uint64_t FaultReadahead::held_bytes_of(uint32_t uid) const {

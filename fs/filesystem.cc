@@ -126,6 +126,11 @@ std::string PacsetFs::StatsJson() {
                      {"request_bytes", gathers.all.bytes},
                      {"refused_opens", gathers.refused_opens},
                      {"refused_requests", gathers.refused_requests}};
+  const FaultReadahead::Totals ahead = faults_.totals();
+  extra["fault_readahead"] = {{"held_bytes", ahead.held_bytes},
+                              {"peak_bytes_of_one_user", ahead.peak_bytes_of_one_user},
+                              {"peak_bytes_capped", ahead.peak_bytes_capped},
+                              {"refused", ahead.refused}};
   if (auto trace = tracing_.Current()) {
     extra["trace"] = {
         {"path", tracing_.path()}, {"written", trace->written()}, {"dropped", trace->dropped()}};

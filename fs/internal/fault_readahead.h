@@ -89,9 +89,18 @@ class FaultReadahead {
   Plan PlanFor(fuse_ino_t ino, uint32_t uid, uint32_t tid, uint64_t first, uint64_t last,
                uint64_t drops) EXCLUDES(mu_);
 
-  // Bytes planned and not yet released, in total and of one user (tests).
+  // Bytes planned and not yet released, in total and of one user.
   uint64_t held_bytes() const EXCLUDES(mu_);
   uint64_t held_bytes_of(uint32_t uid) const EXCLUDES(mu_);
+  // For the stats file: held now, the most one capped user and all capped
+  // users together ever held, plans refused over a cap.
+  struct Totals {
+    uint64_t held_bytes = 0;
+    uint64_t peak_bytes_of_one_user = 0;
+    uint64_t peak_bytes_capped = 0;
+    uint64_t refused = 0;
+  };
+  Totals totals() const EXCLUDES(mu_);
 
  private:
   struct Layout {
@@ -117,6 +126,9 @@ class FaultReadahead {
     std::unordered_map<uint32_t, uint64_t> held_of GUARDED_BY(mu);  // capped users only
     uint64_t held_capped GUARDED_BY(mu) = 0;                         // every capped user
     uint64_t held_uncapped GUARDED_BY(mu) = 0;  // root and the mounting user
+    uint64_t peak_of_one_user GUARDED_BY(mu) = 0;
+    uint64_t peak_capped GUARDED_BY(mu) = 0;
+    uint64_t refused GUARDED_BY(mu) = 0;
   };
   static constexpr size_t kStreams = 64;  // readers tracked at once (hashed; a clash restarts one)
   static constexpr size_t kMaxLayouts = 4096;
