@@ -71,13 +71,16 @@ FaultReadahead::Plan FaultReadahead::PlanFor(fuse_ino_t ino, uint32_t uid, uint3
   }
   s.last = last;
   // Enough is still ahead of the reader: wait until half of it is used.
-  if (last + 1 + s.window / 2 <= s.ahead_end) return {};
+  if (last + 1 + s.planned / 2 <= s.ahead_end) return {};
   const uint64_t from = std::max(last + 1, s.ahead_end);
   const uint64_t end = std::min(zone_end, last + 1 + s.window);
   s.window = std::min(max_window, s.window * 2);
   if (from >= end) return {};
   Plan p = Grant(uid, from, end, l.block_size);
-  if (p.count > 0) s.ahead_end = end;
+  if (p.count > 0) {
+    s.ahead_end = end;
+    s.planned = end - from;
+  }
   return p;
 }
 

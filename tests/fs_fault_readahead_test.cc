@@ -29,7 +29,7 @@ struct PackedForest {
 
 const PackedForest& Packed() {
   static const PackedForest p = [] {
-    RandomForestSpec spec;
+    testing::RandomForestSpec spec;
     spec.trees = 60;
     spec.max_depth = 12;
     spec.split_probability = 0.95;
@@ -39,7 +39,7 @@ const PackedForest& Packed() {
     auto dir = TempDir::Create("pacset-fault-ra");
     EXPECT_TRUE(dir.ok());
     const std::string path = (*dir)->path() + "/f.pac";
-    EXPECT_TRUE(PackForestToFile(MakeRandomForest(spec), po, path).ok());
+    EXPECT_TRUE(PackForestToFile(testing::MakeRandomForest(spec), po, path).ok());
     auto file = PacFile::Open(path);
     EXPECT_TRUE(file.ok()) << file.status().ToString();
     PackedForest out;

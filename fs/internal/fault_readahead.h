@@ -117,7 +117,8 @@ class FaultReadahead {
     int zone = -1;
     uint64_t last = 0;       // the last block of the previous fault
     uint64_t ahead_end = 0;  // what was planned ahead ends here
-    uint64_t window = 0;     // blocks
+    uint64_t window = 0;     // blocks of the next plan
+    uint64_t planned = 0;    // blocks of the last plan
   };
   // What plans hold of the caps; shared with their holds, which may
   // outlive this object in a queued push. Its lock is taken under mu_.

@@ -108,7 +108,7 @@ class Notifier {
     std::function<void()> then;                        // kInvalidate
     uint64_t defer_until_ns = 0;  // PushAfterGathers: wait for quiet gathers until then
     uint64_t drops_before = 0;    // kPush: drops() before its blocks were fetched
-    std::shared_ptr<const void> hold;  // kPush: released with the work
+    std::shared_ptr<const void> hold{};  // kPush: released with the work
   };
   // Whether `w` (at the front of the queue) waits now; if so, how long to
   // sleep before looking again.
