@@ -10,8 +10,8 @@ namespace fs_internal {
 
 void FaultReadahead::Learn(fuse_ino_t ino, const std::string& block0, uint32_t block_size,
                            uint64_t block_count) {
-  if (opts_.max_window_bytes == 0 || block_size <= kBlockTrailerSize ||
-      block0.size() != block_size || Knows(ino))
+  if (opts_.chunk_bytes == 0 || block_size <= kBlockTrailerSize || block0.size() != block_size ||
+      Knows(ino))
     return;
   auto h = PacHeader::DecodeFrom(block0.data(), block_size - kBlockTrailerSize, "block 0");
   if (!h.ok()) return;
@@ -23,9 +23,19 @@ void FaultReadahead::Learn(fuse_ino_t ino, const std::string& block0, uint32_t b
   l.bins_end = l.bins_first + std::min(h->bin_block_count, block_count - l.bins_first);
   l.node_end = l.bins_first + std::min(h->node_block_count, block_count - l.bins_first);
   l.node_end = std::max(l.node_end, l.bins_end);
+  const uint64_t chunk = ChunkBlocks(l);
+  const uint64_t chunks = (l.node_end - l.bins_end + chunk - 1) / chunk +
+                          (l.block_count - l.node_end + chunk - 1) / chunk;
+  l.chunks_read.assign(chunks, false);
   MutexLock lock(&mu_);
   if (layouts_.size() >= kMaxLayouts) layouts_.clear();  // learned again at the next block 0
-  layouts_.emplace(ino, l);
+  layouts_.emplace(ino, std::move(l));
+}
+
+uint64_t FaultReadahead::ChunkBlocks(const Layout& l) const {
+  const uint64_t chunk = std::max<uint64_t>(1, opts_.chunk_bytes / l.block_size);
+  // Never more than kMaxChunks per inode: a huge file gets larger chunks.
+  return std::max(chunk, l.block_count / kMaxChunks + 1);
 }
 
 bool FaultReadahead::Knows(fuse_ino_t ino) const {
@@ -33,54 +43,40 @@ bool FaultReadahead::Knows(fuse_ino_t ino) const {
   return layouts_.count(ino) != 0;
 }
 
-FaultReadahead::Plan FaultReadahead::PlanFor(fuse_ino_t ino, uint32_t uid, uint32_t tid,
-                                             uint64_t first, uint64_t last, uint64_t drops) {
-  if (opts_.max_window_bytes == 0) return {};
+FaultReadahead::Plan FaultReadahead::PlanFor(fuse_ino_t ino, uint32_t uid, uint64_t first,
+                                             uint64_t last, uint64_t drops) {
+  if (opts_.chunk_bytes == 0) return {};
   MutexLock lock(&mu_);
   auto it = layouts_.find(ino);
   if (it == layouts_.end()) return {};
   Layout& l = it->second;
-  if (last >= l.block_count || first > last) return {};
-  const uint64_t max_window = std::max<uint64_t>(1, opts_.max_window_bytes / l.block_size);
+  if (last >= l.block_count || first > last || first < l.bins_first) return {};  // metadata: exact
+  if (l.drops != drops) {  // cold again
+    l.drops = drops;
+    l.bins_read = false;
+    std::fill(l.chunks_read.begin(), l.chunks_read.end(), false);
+  }
   // The bins: read by every row, all of them at the first fault there.
-  if (first >= l.bins_first && first < l.bins_end) {
-    if (l.bins_read && l.bins_drops == drops) return {};
-    l.bins_read = true;
-    l.bins_drops = drops;
+  if (first < l.bins_end) {
+    if (l.bins_read) return {};
     const uint64_t max_bins = std::max<uint64_t>(1, opts_.max_bins_bytes / l.block_size);
-    const uint64_t end = std::min(l.bins_end, l.bins_first + max_bins);
-    return Grant(uid, l.bins_first, end, l.block_size);
+    Plan p = Grant(uid, l.bins_first, std::min(l.bins_end, l.bins_first + max_bins), l.block_size);
+    l.bins_read = p.count > 0;
+    return p;
   }
-  if (first < l.bins_end) return {};  // the metadata blocks: exact
-  const int zone = first < l.node_end ? 0 : 1;
-  const uint64_t zone_end = zone == 0 ? l.node_end : l.block_count;
-  const uint64_t h = (static_cast<uint64_t>(ino) * 0x9E3779B97F4A7C15ull) ^
-                     (tid * 0xC2B2AE3Dull) ^ (static_cast<uint64_t>(zone) << 7);
-  Stream& s = streams_[(h >> 17) % kStreams];
-  const bool forward = s.ino == ino && s.tid == tid && s.zone == zone && first > s.last &&
-                       first <= std::max(s.last, s.ahead_end) + max_window;
-  if (!forward) {
-    s = Stream{};
-    s.ino = ino;
-    s.tid = tid;
-    s.zone = zone;
-    s.last = last;
-    s.ahead_end = last + 1;
-    s.window = std::min(max_window, std::max<uint64_t>(1, kFirstWindowBytes / l.block_size));
-    return {};
-  }
-  s.last = last;
-  // Enough is still ahead of the reader: wait until half of it is used.
-  if (last + 1 + s.planned / 2 <= s.ahead_end) return {};
-  const uint64_t from = std::max(last + 1, s.ahead_end);
-  const uint64_t end = std::min(zone_end, last + 1 + s.window);
-  s.window = std::min(max_window, s.window * 2);
-  if (from >= end) return {};
-  Plan p = Grant(uid, from, end, l.block_size);
-  if (p.count > 0) {
-    s.ahead_end = end;
-    s.planned = end - from;
-  }
+  // The chunk of the residual node region, or of what follows it, that
+  // holds the fault.
+  const uint64_t chunk = ChunkBlocks(l);
+  const bool nodes = first < l.node_end;
+  const uint64_t region = nodes ? l.bins_end : l.node_end;
+  const uint64_t region_end = nodes ? l.node_end : l.block_count;
+  const uint64_t index = (first - region) / chunk;
+  const size_t bit = static_cast<size_t>(
+      index + (nodes ? 0 : (l.node_end - l.bins_end + chunk - 1) / chunk));
+  if (bit >= l.chunks_read.size() || l.chunks_read[bit]) return {};
+  const uint64_t from = region + index * chunk;
+  Plan p = Grant(uid, from, std::min(region_end, from + chunk), l.block_size);
+  l.chunks_read[bit] = p.count > 0;
   return p;
 }
 

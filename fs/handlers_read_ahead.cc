@@ -14,7 +14,7 @@ void PacsetFs::ReadAhead(const std::shared_ptr<ForestInode>& f, uint32_t uid, ui
   try {
     if (block0 != nullptr && *block0)
       faults_.Learn(f->ino, **block0, f->info.block_size, f->info.block_count);
-    FaultReadahead::Plan plan = faults_.PlanFor(f->ino, uid, pid, first, last, drops_before);
+    FaultReadahead::Plan plan = faults_.PlanFor(f->ino, uid, first, last, drops_before);
     if (plan.count == 0) return;
     std::vector<uint64_t> wanted;
     wanted.reserve(plan.count);

@@ -54,7 +54,7 @@ const PackedForest& Packed() {
 
 FaultReadahead::Options Opts() {
   FaultReadahead::Options o;
-  o.max_window_bytes = 1 << 20;
+  o.chunk_bytes = 256 << 10;  // 64 blocks
   o.max_bins_bytes = 16 << 20;
   o.max_bytes_per_user = 8 << 20;
   o.max_bytes = 12 << 20;
@@ -68,13 +68,13 @@ TEST(FaultReadahead, ReadsNothingAheadBeforeItKnowsTheLayoutOrWhenOff) {
   const PackedForest& p = Packed();
   const uint64_t bins = p.header.node_first_block;
   FaultReadahead ra(Opts());
-  EXPECT_EQ(ra.PlanFor(kIno, 0, 1, bins, bins, 0).count, 0u);
+  EXPECT_EQ(ra.PlanFor(kIno, 0, bins, bins, 0).count, 0u);
   FaultReadahead::Options off = Opts();
-  off.max_window_bytes = 0;
+  off.chunk_bytes = 0;
   FaultReadahead none(off);
   none.Learn(kIno, p.block0, kBs, p.header.block_count);
   EXPECT_FALSE(none.Knows(kIno));
-  EXPECT_EQ(none.PlanFor(kIno, 0, 1, bins, bins, 0).count, 0u);
+  EXPECT_EQ(none.PlanFor(kIno, 0, bins, bins, 0).count, 0u);
   // Not a header: no layout, nothing ahead.
   FaultReadahead garbage(Opts());
   garbage.Learn(kIno, std::string(kBs, 'x'), kBs, p.header.block_count);
@@ -88,84 +88,79 @@ TEST(FaultReadahead, TheFirstFaultInTheBinsReadsThemAllOncePerDrop) {
   ra.Learn(kIno, p.block0, kBs, p.header.block_count);
   ASSERT_TRUE(ra.Knows(kIno));
   const uint64_t first = p.header.node_first_block;
-  FaultReadahead::Plan plan = ra.PlanFor(kIno, 0, 1, first + 1, first + 1, 0);
+  FaultReadahead::Plan plan = ra.PlanFor(kIno, 0, first + 1, first + 1, 0);
   EXPECT_EQ(plan.first, first);
   EXPECT_EQ(plan.count, p.header.bin_block_count);
-  // Any thread, any later fault in the bins: already read.
-  EXPECT_EQ(ra.PlanFor(kIno, 0, 2, first, first, 0).count, 0u);
+  // Any later fault in the bins: already read.
+  EXPECT_EQ(ra.PlanFor(kIno, 0, first, first, 0).count, 0u);
   // After a drop the bins are cold again.
-  EXPECT_EQ(ra.PlanFor(kIno, 0, 2, first, first, 1).count, p.header.bin_block_count);
+  EXPECT_EQ(ra.PlanFor(kIno, 0, first, first, 1).count, p.header.bin_block_count);
   // The metadata blocks are read exactly (an engine opening the forest).
-  for (uint64_t b = 0; b < first; ++b) EXPECT_EQ(ra.PlanFor(kIno, 0, 3, b, b, 1).count, 0u);
+  for (uint64_t b = 0; b < first; ++b) EXPECT_EQ(ra.PlanFor(kIno, 0, b, b, 1).count, 0u);
 }
 
-TEST(FaultReadahead, AForwardStreamReadsAheadFromItsSecondFaultUntilItJumpsBack) {
+TEST(FaultReadahead, TheFirstFaultInAChunkReadsItWithinItsRegionOncePerDrop) {
   const PackedForest& p = Packed();
   FaultReadahead ra(Opts());
   ra.Learn(kIno, p.block0, kBs, p.header.block_count);
   const uint64_t r = p.header.node_first_block + p.header.bin_block_count;  // residual region
   const uint64_t node_end = NodeEnd(p.header);
-  ASSERT_GT(node_end, r + 40);
-  EXPECT_EQ(ra.PlanFor(kIno, 0, 7, r, r, 0).count, 0u);  // a first fault: exact
-  FaultReadahead::Plan plan = ra.PlanFor(kIno, 0, 7, r + 3, r + 3, 0);
-  EXPECT_EQ(plan.first, r + 4);
-  EXPECT_EQ(plan.count,
-            std::min<uint64_t>(FaultReadahead::kFirstWindowBytes / kBs, node_end - (r + 4)));
-  // Inside what is ahead: nothing more until half of it is used.
-  EXPECT_EQ(ra.PlanFor(kIno, 0, 7, r + 5, r + 5, 0).count, 0u);
-  // Another thread's faults are their own stream.
-  EXPECT_EQ(ra.PlanFor(kIno, 0, 8, r + 6, r + 6, 0).count, 0u);
-  // Past half: the next window, never beyond the node region.
-  const uint64_t end = plan.first + plan.count;
-  FaultReadahead::Plan next = ra.PlanFor(kIno, 0, 7, end - 2, end - 2, 0);
-  EXPECT_EQ(next.first, end);
-  EXPECT_LE(next.first + next.count, node_end);
-  EXPECT_GT(next.count, 0u);
-  // A jump back ends the stream: exact again.
-  EXPECT_EQ(ra.PlanFor(kIno, 0, 7, r + 1, r + 1, 0).count, 0u);
-  // The leaf ids after the node region are a stream of their own, bounded by the file.
-  if (p.header.block_count > node_end + 2) {
-    EXPECT_EQ(ra.PlanFor(kIno, 0, 7, node_end, node_end, 0).count, 0u);
-    FaultReadahead::Plan ids = ra.PlanFor(kIno, 0, 7, node_end + 1, node_end + 1, 0);
-    EXPECT_EQ(ids.first, node_end + 2);
-    EXPECT_LE(ids.first + ids.count, p.header.block_count);
-  }
+  ASSERT_GT(node_end, r + 64 + 10);
+  // Chunks of 64 blocks, aligned to the residual region's start.
+  FaultReadahead::Plan plan = ra.PlanFor(kIno, 0, r + 70, r + 70, 0);
+  EXPECT_EQ(plan.first, r + 64);
+  EXPECT_EQ(plan.count, std::min<uint64_t>(64, node_end - (r + 64)));
+  EXPECT_EQ(ra.PlanFor(kIno, 0, r + 64, r + 64, 0).count, 0u);  // read already
+  plan = ra.PlanFor(kIno, 0, r + 3, r + 3, 0);                    // before it: its own chunk
+  EXPECT_EQ(plan.first, r);
+  EXPECT_EQ(plan.count, 64u);
+  // The last chunk of the node region ends with it; what follows (the leaf
+  // ids) has chunks of its own, within the file.
+  const uint64_t last_chunk = r + (node_end - 1 - r) / 64 * 64;
+  plan = ra.PlanFor(kIno, 0, node_end - 1, node_end - 1, 0);
+  EXPECT_EQ(plan.first, last_chunk);
+  EXPECT_EQ(plan.first + plan.count, node_end);
+  ASSERT_GT(p.header.block_count, node_end);
+  plan = ra.PlanFor(kIno, 0, node_end, node_end, 0);
+  EXPECT_EQ(plan.first, node_end);
+  EXPECT_EQ(plan.count, std::min<uint64_t>(64, p.header.block_count - node_end));
+  // After a drop, cold again.
+  EXPECT_EQ(ra.PlanFor(kIno, 0, r + 64, r + 64, 1).first, r + 64);
 }
 
 TEST(FaultReadahead, WhatReadAheadsHoldIsCappedPerUserAndInTotalUntilReleased) {
   const PackedForest& p = Packed();
   FaultReadahead::Options o = Opts();
-  o.max_window_bytes = 64 << 10;  // windows of 16 blocks, 64 KiB
+  o.chunk_bytes = 64 << 10;  // chunks of 16 blocks, 64 KiB
   o.max_bytes_per_user = 128 << 10;
   o.max_bytes = 192 << 10;
   FaultReadahead ra(o);
   ra.Learn(kIno, p.block0, kBs, p.header.block_count);
   const uint64_t r = p.header.node_first_block + p.header.bin_block_count;
-  ASSERT_GT(NodeEnd(p.header), r + 400);
-  // Streams of many threads of one user: each window held until released.
-  auto window = [&](uint32_t uid, uint32_t tid, uint64_t at) {
-    (void)ra.PlanFor(kIno, uid, tid, at, at, 0);
-    return ra.PlanFor(kIno, uid, tid, at + 1, at + 1, 0);
-  };
+  ASSERT_GT(NodeEnd(p.header), r + 16 * 8);
+  auto chunk = [&](uint32_t uid, int i) { return ra.PlanFor(kIno, uid, r + 16 * i, r + 16 * i, 0); };
   std::vector<FaultReadahead::Plan> held;
-  held.push_back(window(2000, 1, r));
-  held.push_back(window(2000, 2, r + 100));
+  held.push_back(chunk(2000, 0));
+  held.push_back(chunk(2000, 1));
   ASSERT_EQ(held[0].count, 16u);
   ASSERT_EQ(held[1].count, 16u);
   EXPECT_EQ(ra.held_bytes_of(2000), 128u << 10);
-  EXPECT_EQ(window(2000, 3, r + 200).count, 0u);  // over the user's cap
-  held.push_back(window(2001, 4, r + 300));       // another user: within the total
+  EXPECT_EQ(chunk(2000, 2).count, 0u);  // over the user's cap: the fault alone
+  held.push_back(chunk(2001, 2));       // another user: within the total (the chunk is still unread)
   EXPECT_EQ(held.back().count, 16u);
-  EXPECT_EQ(window(2002, 5, r + 400).count, 0u);  // over the total
+  EXPECT_EQ(chunk(2002, 3).count, 0u);  // over the total
   // Root and the mounting user have a budget of their own.
-  FaultReadahead::Plan mine = window(1000, 6, r + 500);
+  FaultReadahead::Plan mine = chunk(1000, 4);
   EXPECT_EQ(mine.count, 16u);
   EXPECT_EQ(ra.held_bytes(), (192u + 64) << 10);
+  EXPECT_EQ(ra.totals().refused, 2u);
   // A push done (its holds gone) gives the bytes back.
   held.clear();
   EXPECT_EQ(ra.held_bytes_of(2000), 0u);
   EXPECT_EQ(ra.held_bytes(), 64u << 10);
-  EXPECT_EQ(window(2000, 3, r + 600).count, 16u);
+  EXPECT_EQ(chunk(2000, 5).count, 16u);
+  EXPECT_EQ(ra.totals().peak_bytes_of_one_user, 128u << 10);
+  EXPECT_EQ(ra.totals().peak_bytes_capped, 192u << 10);
 }
 
 }  // namespace

@@ -4,28 +4,25 @@
 //
 // Why: kernel readahead is off on a mount (a fault reads exactly its page,
 // fs/DESIGN.md "Reads"), so such a reader waits for one FUSE round trip per
-// block it touches, one after another, while the same reader on a local
-// disk gets the kernel's read-around (the whole device readahead, 8 MiB on
-// the benchmark VM) on each miss and hardly ever waits. What it reads
-// follows the layout (layout/FORMAT.md §4): every row reads the bins (the
-// interleaved top levels of many trees, right after the metadata blocks),
-// and a reader that walks one tree after another then moves forward through
-// the residual node region and, if it reads leaf ids, the leaf-id section,
-// with gaps of about one tree's subtrees between its faults. So:
+// block it touches, one after another, while the same reader of a local
+// file gets the kernel's read-around on each miss (the device's readahead:
+// 8 MiB on the benchmark VM, so a cold row reads the whole file in a few
+// large reads and hardly waits). A row's walk touches a few percent of the
+// blocks, scattered (the pacset layout orders residual subtrees by weight,
+// not by tree: one tree after another jumps back and forth), and rows differ
+// (fs/DESIGN.md, "Page-faulting readers"). What the layout does say
+// (layout/FORMAT.md §4):
 //
-//   * bins: the first fault in the bins reads the whole bin region (up to
-//     Options::max_bins_bytes), once per inode and drop;
-//   * beyond the bins: a thread's faults in one zone (the residual node
-//     region; everything after it) that keep moving forward, each within
-//     Options::max_window_bytes of the last, form a stream; from its second
-//     fault on, the fault also reads the next window of blocks, which starts
-//     at 256 KiB and doubles up to max_window_bytes while the stream lasts.
-//     A backward or far jump ends the stream: a selective reader's first
-//     faults fetch exactly their blocks;
-//   * the metadata blocks are read exactly (an engine opening a forest reads
-//     them, then gathers what it needs: it must not pull the bins).
-// The caller reads a plan after it has replied to the fault (the reader
-// does not wait for it) and pushes the blocks into the page cache
+//   * the metadata blocks come first: read exactly (an engine opening a
+//     forest reads them, then gathers what it needs: it must not pull more);
+//   * the bins follow, read by every row: the first fault there reads the
+//     whole bin region (up to Options::max_bins_bytes), once per drop;
+//   * then the residual node region and, after it, the leaf ids: the first
+//     fault in a chunk of Options::chunk_bytes (aligned to the start of its
+//     region, never crossing into the next) reads the whole chunk, once per
+//     drop — the kernel's read-around, within the layout's regions.
+// The caller runs a plan after it has replied to the fault (the reader does
+// not wait for it) and pushes the blocks into the page cache
 // (Notifier::Push), so the reader's next faults there cost no request.
 //
 // Bounded against local users (with allow_other every user may read):
@@ -34,8 +31,9 @@
 // (max_bytes) that every user but root and the mounting user share; those
 // two have a budget of the total of their own, so a flood from others never
 // takes their read-ahead away. A plan over a cap is not made (the fault is
-// still served, exactly). A plan reads at most max_window_bytes (or
-// max_bins_bytes), so one request never makes the daemon fetch more; what
+// still served, exactly, and the chunk may be planned at a later fault). A
+// plan reads at most one chunk (or the bins), each chunk once per drop, so a
+// reader makes the daemon read no more than the file between two drops; what
 // it fetched lives in the daemon's bounded block cache.
 //
 // Thread-safety: every method may be called from any thread.
@@ -45,6 +43,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "fs/internal/inodes.h"
 #include "util/mutex.h"
@@ -55,13 +54,12 @@ namespace fs_internal {
 class FaultReadahead {
  public:
   struct Options {
-    uint64_t max_window_bytes = 4u << 20;  // 0: no read-ahead at all
+    uint64_t chunk_bytes = 1u << 20;  // 0: no read-ahead at all
     uint64_t max_bins_bytes = 16u << 20;
     uint64_t max_bytes_per_user = 32u << 20;
     uint64_t max_bytes = 128u << 20;
     uint32_t mounting_uid = 0;  // with root: uncapped per user, a budget of their own
   };
-  static constexpr uint64_t kFirstWindowBytes = 256 << 10;
 
   // The blocks [first, first + count) to read ahead, and what they hold of
   // the caps until the last copy of `hold` is gone (keep it with the push).
@@ -83,11 +81,11 @@ class FaultReadahead {
       EXCLUDES(mu_);
   bool Knows(fuse_ino_t ino) const EXCLUDES(mu_);
 
-  // What to read ahead after serving blocks [first, last] of `ino` to
-  // thread `tid` of user `uid`; count 0 for nothing. `drops` is
-  // Notifier::drops(): a drop makes the bins cold again.
-  Plan PlanFor(fuse_ino_t ino, uint32_t uid, uint32_t tid, uint64_t first, uint64_t last,
-               uint64_t drops) EXCLUDES(mu_);
+  // What to read ahead after serving blocks [first, last] of `ino` to user
+  // `uid`; count 0 for nothing. `drops` is Notifier::drops(): after a drop
+  // every chunk and the bins are cold again.
+  Plan PlanFor(fuse_ino_t ino, uint32_t uid, uint64_t first, uint64_t last, uint64_t drops)
+      EXCLUDES(mu_);
 
   // Bytes planned and not yet released, in total and of one user.
   uint64_t held_bytes() const EXCLUDES(mu_);
@@ -108,17 +106,9 @@ class FaultReadahead {
     uint64_t node_end = 0;                  // end of the node region
     uint64_t block_count = 0;
     uint32_t block_size = 0;
-    bool bins_read = false;  // the bins were planned since drop `bins_drops`
-    uint64_t bins_drops = 0;
-  };
-  struct Stream {
-    fuse_ino_t ino = 0;
-    uint32_t tid = 0;
-    int zone = -1;
-    uint64_t last = 0;       // the last block of the previous fault
-    uint64_t ahead_end = 0;  // what was planned ahead ends here
-    uint64_t window = 0;     // blocks of the next plan
-    uint64_t planned = 0;    // blocks of the last plan
+    uint64_t drops = 0;      // what is read below is since this drop
+    bool bins_read = false;  // the bins were planned
+    std::vector<bool> chunks_read;  // the residual region's chunks, then the rest's
   };
   // What plans hold of the caps; shared with their holds, which may
   // outlive this object in a queued push. Its lock is taken under mu_.
@@ -131,9 +121,10 @@ class FaultReadahead {
     uint64_t peak_capped GUARDED_BY(mu) = 0;
     uint64_t refused GUARDED_BY(mu) = 0;
   };
-  static constexpr size_t kStreams = 64;  // readers tracked at once (hashed; a clash restarts one)
   static constexpr size_t kMaxLayouts = 4096;
+  static constexpr uint64_t kMaxChunks = uint64_t{1} << 20;  // per inode; more: larger chunks
 
+  uint64_t ChunkBlocks(const Layout& l) const;
   // A plan of [first, end) for uid within the caps, or an empty one.
   Plan Grant(uint32_t uid, uint64_t first, uint64_t end, uint32_t block_size);
 
@@ -141,7 +132,6 @@ class FaultReadahead {
   const std::shared_ptr<Budget> budget_ = std::make_shared<Budget>();
   mutable Mutex mu_;
   std::unordered_map<fuse_ino_t, Layout> layouts_ GUARDED_BY(mu_);
-  Stream streams_[kStreams] GUARDED_BY(mu_);
 };
 
 }  // namespace fs_internal
