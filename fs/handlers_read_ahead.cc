@@ -12,6 +12,8 @@ namespace {
 
 // Blocks of a read-ahead read (and pushed) together.
 constexpr uint64_t kReadAheadPiece = 32;
+// No read-ahead this long after a gather was served.
+constexpr uint64_t kNoReadAheadAfterGatherMs = 1000;
 
 }  // namespace
 
@@ -21,6 +23,10 @@ void PacsetFs::ReadAhead(const std::shared_ptr<ForestInode>& f, uint32_t uid, ui
   try {
     if (block0 != nullptr && *block0)
       faults_.Learn(f->ino, **block0, f->info.block_size, f->info.block_count);
+    // Not while an engine gathers (protocol/gather.h): it names the blocks
+    // it needs, and its own faults (a block evicted after its residency
+    // snapshot) must not pull chunks into its rounds.
+    if (notifier_->GatheredWithin(kNoReadAheadAfterGatherMs)) return;
     FaultReadahead::Plan plan = faults_.PlanFor(f->ino, uid, first, last, drops_before);
     if (plan.count == 0) return;
     // In pieces, each pushed as soon as it is read: a fault that lands in a

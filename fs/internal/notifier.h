@@ -86,6 +86,13 @@ class Notifier {
    private:
     Notifier* const n_;
   };
+  // Whether a gather is being served or one ended within `ms` (an engine
+  // that gathers is at work: it names the blocks it needs itself).
+  bool GatheredWithin(uint64_t ms) const noexcept {
+    if (gathers_.load(std::memory_order_acquire) > 0) return true;
+    const uint64_t end = last_gather_end_ns_.load(std::memory_order_relaxed);
+    return end != 0 && MonotonicNowNs() < end + ms * 1000000;
+  }
   static constexpr uint64_t kGatherQuietMs = 2;
   static constexpr uint64_t kPushDeferMaxMs = 1000;
 
