@@ -51,7 +51,7 @@ FaultReadahead::Plan FaultReadahead::PlanFor(fuse_ino_t ino, uint32_t uid, uint6
   if (it == layouts_.end()) return {};
   Layout& l = it->second;
   if (last >= l.block_count || first > last || first < l.bins_first) return {};  // metadata: exact
-  if (l.drops != drops) {  // cold again
+  if (l.drops != drops) {  // dropped since: everything is cold again
     l.drops = drops;
     l.bins_read = false;
     std::fill(l.chunks_read.begin(), l.chunks_read.end(), false);
@@ -71,8 +71,8 @@ FaultReadahead::Plan FaultReadahead::PlanFor(fuse_ino_t ino, uint32_t uid, uint6
   const uint64_t region = nodes ? l.bins_end : l.node_end;
   const uint64_t region_end = nodes ? l.node_end : l.block_count;
   const uint64_t index = (first - region) / chunk;
-  const size_t bit = static_cast<size_t>(
-      index + (nodes ? 0 : (l.node_end - l.bins_end + chunk - 1) / chunk));
+  const size_t bit =
+      static_cast<size_t>(index + (nodes ? 0 : (l.node_end - l.bins_end + chunk - 1) / chunk));
   if (bit >= l.chunks_read.size() || l.chunks_read[bit]) return {};
   const uint64_t from = region + index * chunk;
   Plan p = Grant(uid, from, std::min(region_end, from + chunk), l.block_size);

@@ -11,7 +11,7 @@ namespace fs_internal {
 namespace {
 
 // Blocks of a read-ahead read (and pushed) together.
-constexpr uint64_t kReadAheadPiece = 32;
+constexpr uint64_t kReadAheadPiece = 128;
 // No read-ahead this long after a gather was served.
 constexpr uint64_t kNoReadAheadAfterGatherMs = 1000;
 

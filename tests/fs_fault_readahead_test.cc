@@ -11,8 +11,8 @@
 #include "layout/pac_file.h"
 #include "layout/pack.h"
 #include "testkit/random_forest.h"
-#include "util/file_io.h"
 #include "util/atomic_file.h"
+#include "util/file_io.h"
 
 namespace pacset {
 namespace fs_internal {
@@ -111,7 +111,7 @@ TEST(FaultReadahead, TheFirstFaultInAChunkReadsItWithinItsRegionOncePerDrop) {
   EXPECT_EQ(plan.first, r + 64);
   EXPECT_EQ(plan.count, std::min<uint64_t>(64, node_end - (r + 64)));
   EXPECT_EQ(ra.PlanFor(kIno, 0, r + 64, r + 64, 0).count, 0u);  // read already
-  plan = ra.PlanFor(kIno, 0, r + 3, r + 3, 0);                    // before it: its own chunk
+  plan = ra.PlanFor(kIno, 0, r + 3, r + 3, 0);                  // before it: its own chunk
   EXPECT_EQ(plan.first, r);
   EXPECT_EQ(plan.count, 64u);
   // The last chunk of the node region ends with it; what follows (the leaf
@@ -138,7 +138,9 @@ TEST(FaultReadahead, WhatReadAheadsHoldIsCappedPerUserAndInTotalUntilReleased) {
   ra.Learn(kIno, p.block0, kBs, p.header.block_count);
   const uint64_t r = p.header.node_first_block + p.header.bin_block_count;
   ASSERT_GT(NodeEnd(p.header), r + 16 * 8);
-  auto chunk = [&](uint32_t uid, int i) { return ra.PlanFor(kIno, uid, r + 16 * i, r + 16 * i, 0); };
+  auto chunk = [&](uint32_t uid, int i) {
+    return ra.PlanFor(kIno, uid, r + 16 * i, r + 16 * i, 0);
+  };
   std::vector<FaultReadahead::Plan> held;
   held.push_back(chunk(2000, 0));
   held.push_back(chunk(2000, 1));
@@ -146,7 +148,7 @@ TEST(FaultReadahead, WhatReadAheadsHoldIsCappedPerUserAndInTotalUntilReleased) {
   ASSERT_EQ(held[1].count, 16u);
   EXPECT_EQ(ra.held_bytes_of(2000), 128u << 10);
   EXPECT_EQ(chunk(2000, 2).count, 0u);  // over the user's cap: the fault alone
-  held.push_back(chunk(2001, 2));       // another user: within the total (the chunk is still unread)
+  held.push_back(chunk(2001, 2));  // another user: within the total (the chunk is still unread)
   EXPECT_EQ(held.back().count, 16u);
   EXPECT_EQ(chunk(2002, 3).count, 0u);  // over the total
   // Root and the mounting user have a budget of their own.

@@ -90,7 +90,7 @@ int main(int argc, char** argv) {
       "Also: pacsetfs SOURCE MOUNTPOINT -o opts   (mount -t fuse.pacsetfs, /etc/fstab)\n"
       "Mount options (-o): ro, allow_other, cache_size=SIZE, trace=FILE, store_timeout=MS,\n"
       "  catalog_refresh=MS, no_push_blocks, no_direct_store_reads, prefetch_bins,\n"
-      "  readahead=BYTES, fault_readahead=BYTES (4MiB), fault_readahead_per_user=SIZE\n"
+      "  readahead=BYTES, fault_readahead=BYTES (1MiB), fault_readahead_per_user=SIZE\n"
       "  (32MiB), fault_readahead_total=SIZE (128MiB), threads=N, password_file=PATH,\n"
       "  no_auto_unmount, debug,\n"
       "  max_gather_handles_per_user=N (4096), max_gather_handles=N (16384),\n"

@@ -106,8 +106,8 @@ class FaultReadahead {
     uint64_t node_end = 0;                  // end of the node region
     uint64_t block_count = 0;
     uint32_t block_size = 0;
-    uint64_t drops = 0;      // what is read below is since this drop
-    bool bins_read = false;  // the bins were planned
+    uint64_t drops = 0;             // what is read below is since this drop
+    bool bins_read = false;         // the bins were planned
     std::vector<bool> chunks_read;  // the residual region's chunks, then the rest's
   };
   // What plans hold of the caps; shared with their holds, which may
@@ -115,8 +115,8 @@ class FaultReadahead {
   struct Budget {
     Mutex mu;
     std::unordered_map<uint32_t, uint64_t> held_of GUARDED_BY(mu);  // capped users only
-    uint64_t held_capped GUARDED_BY(mu) = 0;                         // every capped user
-    uint64_t held_uncapped GUARDED_BY(mu) = 0;  // root and the mounting user
+    uint64_t held_capped GUARDED_BY(mu) = 0;                        // every capped user
+    uint64_t held_uncapped GUARDED_BY(mu) = 0;                      // root and the mounting user
     uint64_t peak_of_one_user GUARDED_BY(mu) = 0;
     uint64_t peak_capped GUARDED_BY(mu) = 0;
     uint64_t refused GUARDED_BY(mu) = 0;

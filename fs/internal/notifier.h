@@ -113,8 +113,8 @@ class Notifier {
     uint64_t count = 1;                                // kPush
     std::vector<std::shared_ptr<ForestInode>> inodes;  // kInvalidate
     std::function<void()> then;                        // kInvalidate
-    uint64_t defer_until_ns = 0;  // PushAfterGathers: wait for quiet gathers until then
-    uint64_t drops_before = 0;    // kPush: drops() before its blocks were fetched
+    uint64_t defer_until_ns = 0;         // PushAfterGathers: wait for quiet gathers until then
+    uint64_t drops_before = 0;           // kPush: drops() before its blocks were fetched
     std::shared_ptr<const void> hold{};  // kPush: released with the work
   };
   // Whether `w` (at the front of the queue) waits now; if so, how long to
