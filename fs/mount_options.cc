@@ -116,6 +116,7 @@ Status ParseMountOptionString(const std::string& list, MountOptions* o) {
   // A user's cap above the total would never be reached.
   o->max_gather_handles_per_user = std::min(o->max_gather_handles_per_user, o->max_gather_handles);
   o->gather_memory_per_user = std::min(o->gather_memory_per_user, o->gather_memory);
+  o->fault_readahead_per_user = std::min(o->fault_readahead_per_user, o->fault_readahead_total);
   return Status::Ok();
 }
 
