@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include <nlohmann/json.hpp>
@@ -16,6 +17,9 @@ PacsetFs::PacsetFs(const MountOptions& o)
     : opts_(o),
       cache_(o.cache_bytes),
       tracing_(o.trace_queue_records),
+      faults_({o.fault_readahead, std::max<uint64_t>(o.fault_readahead, 16u << 20),
+               o.fault_readahead_per_user, o.fault_readahead_total,
+               static_cast<uint32_t>(getuid())}),
       gathers_({o.max_gather_handles_per_user, o.max_gather_handles, o.gather_memory_per_user,
                 o.gather_memory},
                static_cast<uint32_t>(getuid())) {
@@ -122,6 +126,11 @@ std::string PacsetFs::StatsJson() {
                      {"request_bytes", gathers.all.bytes},
                      {"refused_opens", gathers.refused_opens},
                      {"refused_requests", gathers.refused_requests}};
+  const FaultReadahead::Totals ahead = faults_.totals();
+  extra["fault_readahead"] = {{"held_bytes", ahead.held_bytes},
+                              {"peak_bytes_of_one_user", ahead.peak_bytes_of_one_user},
+                              {"peak_bytes_capped", ahead.peak_bytes_capped},
+                              {"refused", ahead.refused}};
   if (auto trace = tracing_.Current()) {
     extra["trace"] = {
         {"path", tracing_.path()}, {"written", trace->written()}, {"dropped", trace->dropped()}};

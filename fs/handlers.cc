@@ -279,6 +279,7 @@ void PacsetFs::Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse
   const uint32_t bs = f->info.block_size;
   const uint64_t first = static_cast<uint64_t>(off) / bs, last = (end - 1) / bs;
   const uint32_t pid = static_cast<uint32_t>(fuse_req_ctx(req)->pid);
+  const uint32_t uid = fuse_req_ctx(req)->uid;
   f->stats->reads.fetch_add(1, std::memory_order_relaxed);
   // The read's blocks and, for a sequential reader, the window ahead of it
   // (fs/internal/readahead.h): those not cached come in one store call.
@@ -340,6 +341,13 @@ void PacsetFs::Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse
       while (j < fresh.size() && fresh[j] == fresh[j - 1] + 1) ++j;
       notifier_->Push(f, fresh[i], j - i, drops_before);
       i = j;
+    }
+    // A page-faulting reader (fs/internal/fault_readahead.h): read ahead
+    // along the layout now that the reader has its page. Not for a
+    // sequential reader, whose window came with this read.
+    if (err == 0 && fetch_end == end) {
+      const BlockData* block0 = first == 0 ? &data[0] : nullptr;
+      ReadAhead(f, uid, pid, first, last, block0, drops_before);
     }
   }
 }

@@ -12,6 +12,9 @@ namespace {
 // engine's use, and what an operator's typo cannot exceed.
 constexpr uint64_t kMaxGatherHandles = uint64_t{1} << 24;
 constexpr uint64_t kMaxGatherMemory = uint64_t{1} << 36;
+// Ceilings of the read-ahead for page-faulting readers (fs/internal/fault_readahead.h).
+constexpr uint64_t kMaxFaultReadahead = uint64_t{64} << 20;
+constexpr uint64_t kMaxFaultReadaheadHeld = uint64_t{1} << 36;
 
 }  // namespace
 
@@ -79,6 +82,15 @@ Status ParseMountOptionString(const std::string& list, MountOptions* o) {
     } else if (key == "readahead") {
       PACSET_RETURN_IF_ERROR(number(&v));
       o->max_readahead = static_cast<uint32_t>(std::min<uint64_t>(v, 1 << 20));
+    } else if (key == "fault_readahead") {
+      PACSET_RETURN_IF_ERROR(number(&v));
+      o->fault_readahead = std::min<uint64_t>(v, kMaxFaultReadahead);
+    } else if (key == "fault_readahead_per_user") {
+      PACSET_RETURN_IF_ERROR(number(&v));
+      o->fault_readahead_per_user = std::min<uint64_t>(v, kMaxFaultReadaheadHeld);
+    } else if (key == "fault_readahead_total") {
+      PACSET_RETURN_IF_ERROR(number(&v));
+      o->fault_readahead_total = std::min<uint64_t>(v, kMaxFaultReadaheadHeld);
     } else if (key == "threads") {
       PACSET_RETURN_IF_ERROR(number(&v));
       o->max_threads = static_cast<int>(std::clamp<uint64_t>(v, 1, 1024));
@@ -104,6 +116,7 @@ Status ParseMountOptionString(const std::string& list, MountOptions* o) {
   // A user's cap above the total would never be reached.
   o->max_gather_handles_per_user = std::min(o->max_gather_handles_per_user, o->max_gather_handles);
   o->gather_memory_per_user = std::min(o->gather_memory_per_user, o->gather_memory);
+  o->fault_readahead_per_user = std::min(o->fault_readahead_per_user, o->fault_readahead_total);
   return Status::Ok();
 }
 

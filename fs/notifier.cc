@@ -38,9 +38,10 @@ void Notifier::Stop() {
 }
 
 void Notifier::Push(const std::shared_ptr<ForestInode>& f, uint64_t block, uint64_t count,
-                    uint64_t drops_before) noexcept {
+                    uint64_t drops_before, std::shared_ptr<const void> hold) noexcept {
   Work w{Work::Kind::kPush, f, block, count, {}, {}};
   w.drops_before = drops_before;
+  w.hold = std::move(hold);
   EnqueueBestEffort(std::move(w));
 }
 

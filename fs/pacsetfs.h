@@ -50,6 +50,12 @@ struct MountOptions {
   bool direct_store_reads = true;  // StoreOptions::direct_reads (no_direct_store_reads)
   bool prefetch_bins = false;      // at open, fetch metadata and bin blocks ahead
   uint32_t max_readahead = 0;      // kernel readahead in bytes (0: exact page faults)
+  // The daemon's read-ahead for page-faulting readers (fs/internal/fault_readahead.h):
+  // the chunk in bytes (0: none), and what all read-aheads of one user, and
+  // of all users but root and the mounting one, may hold at once.
+  uint64_t fault_readahead = 1u << 20;
+  uint64_t fault_readahead_per_user = 32u << 20;
+  uint64_t fault_readahead_total = 128u << 20;
   int max_threads = 64;  // FUSE workers: above the engine's 32 blocks in flight (fs/DESIGN.md)
   // What the gather file's open handles may hold (protocol/gather.h, "Limits"):
   // each user's handles and request bytes, and those of every user but root

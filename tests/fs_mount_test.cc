@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <malloc.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -42,6 +43,7 @@
 #include "testkit/random_forest.h"
 #include "testkit/test_blocks.h"
 #include "util/atomic_file.h"
+#include "util/file_io.h"
 
 namespace pacset {
 namespace {
@@ -116,6 +118,8 @@ class ServedMount {
   std::string file(const std::string& name = "f") const {
     return mountpoint_ + "/" + name + ".pac";
   }
+  // The local .pac that real forest `name` was published from.
+  std::string local(const std::string& name) const { return dir_->path() + "/" + name + ".pac"; }
   std::string stats_file() const { return mountpoint_ + "/.pacsetfs/stats"; }
   const std::string& mountpoint() const { return mountpoint_; }
   FaultInjectionStore* store() const { return store_.get(); }
@@ -1060,6 +1064,86 @@ TEST(PacsetfsMount, WithOneWorkerAForestGatherPushesNothingAndItsBlocksStillRead
   for (size_t i = 0; i < blocks.size(); ++i)
     EXPECT_TRUE(got.compare(i * kBs, kBs, m.Block(blocks[i])) == 0) << "block " << blocks[i];
   EXPECT_GE(ForestStats(m)["reads"].get<uint64_t>(), 3u);
+}
+
+// The daemon's read-ahead for page-faulting readers (fs/internal/fault_readahead.h)
+// against many readers of several users at once, over a slow store (every
+// read-ahead still in flight when the next ones are planned): what they
+// hold stays within each user's cap and the total, plans over a cap are
+// refused (the fault itself is served), and every mapped page reads the
+// local file's bytes; once the pushes are done nothing is held.
+TEST(PacsetfsMount, ReadAheadForPageFaultingReadersHoldsNoMoreThanItsCapsPerUserAndInTotal) {
+  if (!CanMount()) GTEST_SKIP() << "needs root and /dev/fuse";
+  testing::RandomForestSpec spec;
+  spec.trees = 200;
+  spec.max_depth = 12;
+  spec.seed = 29;
+  MountOptions opts;
+  opts.fault_readahead = 16 << 10;  // chunks of 4 blocks
+  opts.fault_readahead_per_user = 32 << 10;
+  opts.fault_readahead_total = 64 << 10;
+  ServedMount m(10000, {{"big", testing::MakeRandomForest(spec)}}, opts);
+  ASSERT_TRUE(m.ok());
+  auto local = ReadWholeFile(m.local("big"));
+  ASSERT_TRUE(local.ok()) << local.status().ToString();
+  auto file = PacFile::Open(m.local("big"));
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  const PacHeader& h = (*file)->header();
+  const uint64_t residual = h.node_first_block + h.bin_block_count;
+  constexpr int kUsers = 3, kThreads = 8, kFaults = 5;
+  ASSERT_GE(h.node_first_block + h.node_block_count, residual + kUsers * kThreads * 4 * kFaults);
+  m.store()->DelayReads(40);
+  const int fd = ::open(m.file("big").c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0) << strerror(errno);
+  void* map = ::mmap(nullptr, local->size(), PROT_READ, MAP_SHARED, fd, 0);
+  ASSERT_NE(map, MAP_FAILED) << strerror(errno);
+  const char* bytes = static_cast<const char*>(map);
+  const volatile char first_byte = bytes[0];  // block 0: the daemon learns the layout
+  EXPECT_EQ(first_byte, (*local)[0]);
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> users;
+  const uint32_t uids[kUsers] = {kNobody, kDaemonUser, kBinUser};
+  for (int u = 0; u < kUsers; ++u) {
+    users.emplace_back([&, u] {
+      AsUser(uids[u], [&] {
+        std::vector<std::thread> threads;  // created by this thread: its fsuid
+        for (int t = 0; t < kThreads; ++t) {
+          threads.emplace_back([&, t] {
+            // A chunk of its own at each fault, none read before.
+            const uint64_t j = static_cast<uint64_t>(u * kThreads + t);
+            for (int i = 0; i < kFaults; ++i) {
+              const uint64_t b = residual + 4 * (j + kUsers * kThreads * static_cast<uint64_t>(i));
+              if (std::memcmp(bytes + b * kBs, local->data() + b * kBs, kBs) != 0) ++wrong;
+            }
+          });
+        }
+        for (auto& t : threads) t.join();
+        return 0;
+      });
+    });
+  }
+  for (auto& t : users) t.join();
+  EXPECT_EQ(wrong.load(), 0) << "mapped pages differ from the local file";
+  // Pushes end; then nothing is held.
+  nlohmann::json stats;
+  for (int i = 0; i < 200; ++i) {
+    std::ifstream in(m.stats_file());
+    stats = nlohmann::json::parse(in);
+    if (stats["fault_readahead"]["held_bytes"].get<uint64_t>() == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  const auto& ra = stats["fault_readahead"];
+  EXPECT_EQ(ra["held_bytes"].get<uint64_t>(), 0u) << ra.dump();
+  EXPECT_GT(stats["forests"]["big"]["prefetched_blocks"].get<uint64_t>(), 0u) << stats.dump();
+  EXPECT_GT(ra["peak_bytes_of_one_user"].get<uint64_t>(), 0u) << ra.dump();
+  EXPECT_LE(ra["peak_bytes_of_one_user"].get<uint64_t>(), opts.fault_readahead_per_user)
+      << ra.dump();
+  EXPECT_LE(ra["peak_bytes_capped"].get<uint64_t>(), opts.fault_readahead_total) << ra.dump();
+  EXPECT_GT(ra["refused"].get<uint64_t>(), 0u) << "the caps were never reached: " << ra.dump();
+  // And the whole mapping is the local file.
+  EXPECT_EQ(std::memcmp(bytes, local->data(), local->size()), 0);
+  ::munmap(map, local->size());
+  ::close(fd);
 }
 
 }  // namespace

@@ -631,6 +631,27 @@ TEST(MountOptions, TheGatherCapsHaveDefaultsCeilingsAndAUsersCapIsAtMostTheTotal
     EXPECT_EQ(ParseMountOptionString(bad, &o).code(), StatusCode::kInvalidArgument) << bad;
 }
 
+TEST(MountOptions, TheFaultReadAheadHasDefaultsCeilingsAndAUsersCapIsAtMostTheTotal) {
+  MountOptions o;
+  EXPECT_EQ(o.fault_readahead, 1u << 20);
+  EXPECT_EQ(o.fault_readahead_per_user, 32u << 20);
+  EXPECT_EQ(o.fault_readahead_total, 128u << 20);
+  ASSERT_TRUE(ParseMountOptionString(
+                  "fault_readahead=256K,fault_readahead_per_user=8M,fault_readahead_total=64M", &o)
+                  .ok());
+  EXPECT_EQ(o.fault_readahead, 256u << 10);
+  EXPECT_EQ(o.fault_readahead_per_user, 8u << 20);
+  EXPECT_EQ(o.fault_readahead_total, 64u << 20);
+  ASSERT_TRUE(ParseMountOptionString("fault_readahead_total=1M,fault_readahead=1G", &o).ok());
+  EXPECT_EQ(o.fault_readahead_per_user, 1u << 20);
+  EXPECT_EQ(o.fault_readahead, 64u << 20);  // the ceiling
+  ASSERT_TRUE(ParseMountOptionString("fault_readahead=0", &o).ok());
+  EXPECT_EQ(o.fault_readahead, 0u) << "0: no read-ahead";
+  for (const char* bad :
+       {"fault_readahead=", "fault_readahead_total=x", "fault_readahead_per_user"})
+    EXPECT_EQ(ParseMountOptionString(bad, &o).code(), StatusCode::kInvalidArgument) << bad;
+}
+
 TEST(MountOptions, IgnoresMountTableOptionsAndRejectsUnknownOnes) {
   MountOptions o;
   EXPECT_TRUE(

@@ -23,6 +23,7 @@
 
 #include "fs/block_cache.h"
 #include "fs/internal/block_reader.h"
+#include "fs/internal/fault_readahead.h"
 #include "fs/internal/forest_table.h"
 #include "fs/internal/gather_handles.h"
 #include "fs/internal/inodes.h"
@@ -93,6 +94,13 @@ class PacsetFs {
   // returns its blocks.
   void GatherWrite(fuse_req_t req, const char* buf, size_t size, uint64_t fh);
   void GatherRead(fuse_req_t req, size_t size, off_t off, uint64_t fh);
+  // After a read of blocks [first, last] of `f` by thread `pid` of user
+  // `uid` is replied (fs/handlers_read_ahead.cc): learns the layout from
+  // `block0` (block 0 when the read had it, else null), then fetches what
+  // FaultReadahead plans and pushes the blocks that came from the store.
+  // Best effort, never throws.
+  void ReadAhead(const std::shared_ptr<ForestInode>& f, uint32_t uid, uint32_t pid, uint64_t first,
+                 uint64_t last, const BlockData* block0, uint64_t drops_before) noexcept;
 
   const MountOptions opts_;
   timespec mount_time_{};
@@ -101,6 +109,7 @@ class PacsetFs {
   MountStats stats_;
   Tracing tracing_;
   SequentialReads sequential_;
+  FaultReadahead faults_;
   std::unique_ptr<ForestTable> table_;
   std::unique_ptr<BlockReader> reader_;
   std::unique_ptr<Notifier> notifier_;

@@ -56,8 +56,11 @@ class Notifier {
   // Best effort: dropped when 4096 pushes are already queued, or when a
   // drop was queued since `drops_before` (drops()).
   // Pushes blocks [block, block + count) (one notification for the run).
+  // `hold` is kept until the push is done or dropped (what a read-ahead
+  // holds of its caps: FaultReadahead::Plan).
   void Push(const std::shared_ptr<ForestInode>& f, uint64_t block, uint64_t count,
-            uint64_t drops_before) noexcept EXCLUDES(mu_);
+            uint64_t drops_before, std::shared_ptr<const void> hold = nullptr) noexcept
+      EXCLUDES(mu_);
   // Push, but the push (and the work queued behind it) waits while any
   // gather is served and until kGatherQuietMs after the last one, at most
   // kPushDeferMaxMs. For blocks a gather fetched: its client has them
@@ -83,6 +86,13 @@ class Notifier {
    private:
     Notifier* const n_;
   };
+  // Whether a gather is being served or one ended within `ms` (an engine
+  // that gathers is at work: it names the blocks it needs itself).
+  bool GatheredWithin(uint64_t ms) const noexcept {
+    if (gathers_.load(std::memory_order_acquire) > 0) return true;
+    const uint64_t end = last_gather_end_ns_.load(std::memory_order_relaxed);
+    return end != 0 && MonotonicNowNs() < end + ms * 1000000;
+  }
   static constexpr uint64_t kGatherQuietMs = 2;
   static constexpr uint64_t kPushDeferMaxMs = 1000;
 
@@ -103,8 +113,9 @@ class Notifier {
     uint64_t count = 1;                                // kPush
     std::vector<std::shared_ptr<ForestInode>> inodes;  // kInvalidate
     std::function<void()> then;                        // kInvalidate
-    uint64_t defer_until_ns = 0;  // PushAfterGathers: wait for quiet gathers until then
-    uint64_t drops_before = 0;    // kPush: drops() before its blocks were fetched
+    uint64_t defer_until_ns = 0;         // PushAfterGathers: wait for quiet gathers until then
+    uint64_t drops_before = 0;           // kPush: drops() before its blocks were fetched
+    std::shared_ptr<const void> hold{};  // kPush: released with the work
   };
   // Whether `w` (at the front of the queue) waits now; if so, how long to
   // sleep before looking again.

@@ -9,13 +9,14 @@ disagree, the document is wrong or incomplete (or the code is).
 Dependencies: numpy, and through ctypes the system's libxxhash (XXH3-64) and
 libm (`exp`, `expf`, which FORMAT.md names).
 
-usage: pac_reader.py FILE.pac --input rows.csv [--margin | --leaf]
-       pac_reader.py FILE.pac --check
+usage: pac_reader.py FILE.pac --input rows.csv [--margin | --leaf] [--mmap]
+       pac_reader.py FILE.pac --check [--mmap]
 """
 import argparse
 import ctypes
 import ctypes.util
 import math
+import mmap
 import struct
 import sys
 
@@ -59,9 +60,12 @@ class PacFile:
 
     HEADER = struct.Struct("<8sIIIIQBBBBBBBBIIIIQQQdIIQQQII")
 
-    def __init__(self, path):
+    def __init__(self, path, mapped=False):
+        """The whole file is read, or with `mapped` mapped (MAP_SHARED,
+        read-only): then only the pages the checks and walks touch are
+        faulted in, as a page-faulting engine reads them."""
         with open(path, "rb") as f:
-            self.data = f.read()
+            self.data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if mapped else f.read()
         self.path = path
         d = self.data
         if len(d) < 136 or d[:8] != MAGIC:
@@ -542,8 +546,10 @@ def main():
     g.add_argument("--margin", action="store_true")
     g.add_argument("--leaf", action="store_true")
     g.add_argument("--check", action="store_true", help="only check the whole file (§5)")
+    ap.add_argument("--mmap", action="store_true",
+                    help="map the file instead of reading it (only touched pages are read)")
     a = ap.parse_args()
-    pac = PacFile(a.pac)
+    pac = PacFile(a.pac, mapped=a.mmap)
     if a.check:
         pac.check_structure()
         print("ok")
