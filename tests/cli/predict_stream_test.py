@@ -45,8 +45,7 @@ class Stream:
         return self.p.stdout.readline().rstrip("\n")
 
     def finish(self):
-        self.p.stdin.close()
-        try:
+        try:  # closes standard input: the end of the stream
             rest, err = self.p.communicate(timeout=60)
         except subprocess.TimeoutExpired:
             self.p.kill()

@@ -46,8 +46,7 @@ def mapped_after_one_row(argv):
         answer = p.stdout.readline().rstrip("\n")
         with open(f"/proc/{p.pid}/maps") as f:
             files = {line.split()[-1] for line in f if len(line.split()) >= 6}
-        p.stdin.close()
-        _, err = p.communicate(timeout=60)
+        _, err = p.communicate(timeout=60)  # closes standard input: the end
         assert p.returncode == 0, f"{' '.join(argv)}: exit {p.returncode}: {err.strip()}"
         return answer, files
     finally:
