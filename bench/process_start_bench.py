@@ -8,6 +8,10 @@ against a baseline measured in the same run, in interleaved rounds:
            program and its libraries in memory, the forest cold (page cache
            dropped, then the program's files read back), against a cold
            `cat FILE.pac > /dev/null`; outputs checked against a warm run.
+  mount    A fresh daemon: `pacsetfs mount -f` until its stats file answers,
+           then one cold row through the mount (page cache dropped before
+           the mount), for dir: and rocksdb: stores; elapsed, and the daemon's
+           CPU until the mount answered.
   stream   Rows per second of `pacset predict FILE.pac --input -` fed one
            line at a time (write a line, wait for its answer) against the
            Python API's per-row loop (pacset.open(FILE).predict(row)), warm,
@@ -19,7 +23,7 @@ after a change) is measured in the same rounds. Run as root (it writes
 same-run ratios.
 
 usage: bench/process_start_bench.py --bin build/tools [--bin OLD/tools]
-         [--mode version,cold,stream] [--rounds 5] [--pac F.pac | --model M]
+         [--mode version,cold,mount,stream] [--rounds 5] [--pac F.pac | --model M]
          [--rows test.csv] [--python-path build/python]
 """
 import argparse
@@ -32,6 +36,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from benchlib import packed, spread  # noqa: E402
+from fslib import is_mounted  # noqa: E402  (benchlib puts testkit/ on the path)
 
 
 def cpu_and_elapsed(argv):
@@ -53,9 +58,10 @@ def drop_caches():
 
 def program_files(binary):
     """The program, its libraries and its store plugins: what stays warm."""
-    files = [binary]
+    files = [binary, "/etc/ld.so.cache"]
     out = subprocess.run(["ldd", binary], capture_output=True, text=True).stdout
     files += re.findall(r"=> (/\S+)", out)
+    files += re.findall(r"^\s*(/\S+) \(", out, re.M)  # the dynamic loader
     plugins = os.path.join(os.path.dirname(binary), "..", "lib")
     for root, _, names in os.walk(plugins):
         files += [os.path.join(root, n) for n in names if n.endswith(".so")]
@@ -94,14 +100,17 @@ def mode_version(bins, rounds, per_round):
               f"{spread(wall[name], 1e3, '{:.2f}'):>20} {med / base_cpu:>10.2f}x")
 
 
-def mode_cold(bins, pac, rows, rounds):
-    row_file = os.path.join(os.path.dirname(pac), "one-row.csv")
+def write_one_row(rows, row_file):
     with open(rows) as f:
         lines = [next(f), next(f)]
     if not re.match(r"^[-0-9.eE,nan ]+$", lines[0].strip()):
         lines = lines[1:]
     with open(row_file, "w") as f:
         f.write(lines[0])
+
+
+def mode_cold(bins, pac, rows, rounds, work):
+    row_file = os.path.join(work, "one-row.csv")
     cases = [("cat FILE.pac > /dev/null", ["cat", pac], None)]
     for label, d in bins:
         binary = os.path.join(d, "pacset")
@@ -126,6 +135,74 @@ def mode_cold(bins, pac, rows, rounds):
     for name, _, _ in cases:
         med = sorted(times[name])[rounds // 2]
         print(f"{name:40} {spread(times[name], 1e3):>22} ms  {med / base:.2f}x cat")
+
+
+def answers(mp):
+    """Whether a daemon serves `mp` (its stats file needs the daemon)."""
+    try:
+        if not is_mounted(mp):
+            return False
+        with open(os.path.join(mp, ".pacsetfs", "stats")) as f:
+            return f.read(1) == "{"
+    except OSError:
+        return False
+
+
+def thread_cpu_seconds(pid):
+    """CPU time of all threads of `pid` so far, in ns resolution (schedstat)."""
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+            total += int(f.read().split()[0])
+    return total / 1e9
+
+
+def mode_mount(bins, pac, rows, rounds, work):
+    row_file = os.path.join(work, "one-row.csv")
+    pacset = os.path.join(bins[-1][1], "pacset")
+    want = subprocess.run([pacset, "predict", pac, "--input", row_file], capture_output=True,
+                          text=True, check=True).stdout
+    stores = []
+    for kind in ("dir", "rocksdb"):
+        uri = f"{kind}:{work}/store-{kind}"
+        if not os.path.exists(f"{work}/store-{kind}"):
+            subprocess.run([pacset, "import", pac, "--name", "forest", "--store", uri],
+                           check=True, capture_output=True)
+        stores.append((kind, uri))
+    cases = [(f"{kind} ({label})", d, uri) for kind, uri in stores for label, d in bins]
+    up = {n: [] for n, _, _ in cases}
+    cpu = {n: [] for n, _, _ in cases}
+    row = {n: [] for n, _, _ in cases}
+    mp = os.path.join(work, "mnt")
+    for _ in range(rounds):
+        for name, d, uri in cases:
+            pacsetfs = os.path.join(d, "pacsetfs")
+            drop_caches()
+            warm(program_files(pacsetfs) + program_files(os.path.join(d, "pacset")))
+            os.makedirs(mp, exist_ok=True)
+            t0 = time.perf_counter()
+            daemon = subprocess.Popen([pacsetfs, "mount", mp, "--store", uri, "-f"],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            try:
+                while not answers(mp):  # polled every 0.2 ms
+                    assert daemon.poll() is None and time.perf_counter() - t0 < 30, "no mount"
+                    time.sleep(0.0002)
+                up[name].append(time.perf_counter() - t0)
+                cpu[name].append(thread_cpu_seconds(daemon.pid))
+                t1 = time.perf_counter()
+                r = subprocess.run([os.path.join(d, "pacset"), "predict", f"{mp}/forest.pac",
+                                    "--input", row_file], capture_output=True, text=True,
+                                   check=True)
+                row[name].append(time.perf_counter() - t1)
+                assert r.stdout == want, f"{name}: {r.stdout!r} != {want!r}"
+            finally:
+                subprocess.run(["fusermount3", "-u", mp], capture_output=True)
+                daemon.wait(timeout=30)
+    print(f"\nmount: a fresh daemon, program warm, store cold; {rounds} rounds, median [min-max]")
+    print(f"{'':44} {'mounted after ms':>20} {'daemon CPU ms':>16} {'first row ms':>20}")
+    for name, _, _ in cases:
+        print(f"{name:44} {spread(up[name], 1e3):>20} {spread(cpu[name], 1e3):>16} "
+              f"{spread(row[name], 1e3):>20}")
 
 
 class Stream:
@@ -185,7 +262,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", action="append", required=True,
                     help="a directory with pacset and pacsetfs (repeatable)")
-    ap.add_argument("--mode", default="version,cold,stream")
+    ap.add_argument("--mode", default="version,cold,mount,stream")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--pac", help="a packed forest (default: --model packed at 4 KiB)")
     ap.add_argument("--model", default="/work/models/rf682/rf.joblib")
@@ -199,12 +276,15 @@ def main():
     os.makedirs(a.work, exist_ok=True)
     modes = a.mode.split(",")
     pac = a.pac
-    if pac is None and ("cold" in modes or "stream" in modes):
+    if pac is None and any(m in modes for m in ("cold", "mount", "stream")):
         pac = packed(os.path.join(bins[0][1], "pacset"), a.model, a.work, "4KiB")
     if "version" in modes:
         mode_version(bins, a.rounds, 20)
+    write_one_row(a.rows, os.path.join(a.work, "one-row.csv"))
     if "cold" in modes:
-        mode_cold(bins, pac, a.rows, a.rounds)
+        mode_cold(bins, pac, a.rows, a.rounds, a.work)
+    if "mount" in modes:
+        mode_mount(bins, pac, a.rows, a.rounds, a.work)
     if "stream" in modes:
         mode_stream(bins, pac, a.rows, a.rounds, a.stream_rows, a.python_path)
 

@@ -36,7 +36,6 @@ struct StreamHooks {
 // how many rows failed. A line over the limit is answered as soon as the
 // limit is passed, and the rest of it is read and dropped: memory stays at
 // one line however long a line is.
-Status PredictStream(const PacEngine& engine, const PredictOptions& opts,
-                     const StreamHooks& hooks);
+Status PredictStream(const PacEngine& engine, const PredictOptions& opts, const StreamHooks& hooks);
 
 }  // namespace pacset

@@ -34,8 +34,8 @@ StatusOr<const StoreBackend*> Load(const std::string& backend) {
     if (handle == nullptr)
       return Status::NotSupported("the " + backend + ": store backend " + path +
                                   " does not load: " + dlerror());
-    auto* entry = reinterpret_cast<decltype(&pacset_store_backend_v1)>(
-        dlsym(handle, kStoreBackendSymbol));
+    auto* entry =
+        reinterpret_cast<decltype(&pacset_store_backend_v1)>(dlsym(handle, kStoreBackendSymbol));
     const StoreBackend* b = entry != nullptr ? entry() : nullptr;
     if (b == nullptr || b->abi == nullptr || b->abi != StoreBackendAbi()) {
       dlclose(handle);
