@@ -51,8 +51,9 @@ struct StoreBackend {
 };
 
 // The plugin of `backend` ("rocksdb", "redis"), loaded on the first call
-// (thread-safe); kNotSupported naming the files tried when it is missing,
-// does not load, or comes from another build.
+// (thread-safe), with the constructors of that backend; kNotSupported naming
+// the files tried when it is missing, does not load, comes from another build
+// or lacks them.
 StatusOr<const StoreBackend*> LoadStoreBackend(const std::string& backend);
 
 }  // namespace store_internal

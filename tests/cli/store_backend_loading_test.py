@@ -10,13 +10,18 @@
   can fail; its answers equal the local file's.
 - Neither `pacset` nor `pacsetfs` names RocksDB or hiredis among the
   libraries it needs (readelf -d): the daemon over a dir: store loads none.
+- A copy of `pacset` whose plugin directory (../lib/pacset next to it) lacks
+  the plugin, or holds another plugin under its name, refuses a rocksdb:
+  store with an error naming the file, and still predicts from a file.
 
 usage: store_backend_loading_test.py --pacset PATH --pacsetfs PATH
 """
 import argparse
+import glob
 import os
 import re
 import select
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -64,6 +69,47 @@ def needed(binary):
     return re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", out)
 
 
+def plugin_dir_of(pacset):
+    """The directory the build put the plugins in (lib/.../pacset beside tools/)."""
+    found = glob.glob(os.path.join(os.path.dirname(os.path.abspath(pacset)), "..", "lib", "**",
+                                   "store-rocksdb.so"), recursive=True)
+    assert found, f"no store-rocksdb.so in the build tree of {pacset}"
+    return os.path.dirname(found[0])
+
+
+def refused(pacset, store, pac, expect_message, expect):
+    r = subprocess.run([pacset, "import", pac, "--name", "m", "--store", store],
+                       capture_output=True, text=True, timeout=120)
+    expect(r.returncode == 1 and expect_message in r.stderr,
+           f"{pacset} import --store rocksdb: exits {r.returncode}: {r.stderr.strip()!r}")
+    ok = subprocess.run([pacset, "predict", pac, "--input", "-"], input=ROW + "\n",
+                        capture_output=True, text=True, timeout=120)
+    expect(ok.returncode == 0 and ok.stdout.strip() != "",
+           f"{pacset} still predicts from a file: {ok.returncode} {ok.stderr.strip()!r}")
+
+
+def check_missing_and_wrong_plugins(pacset, pac, work, expect):
+    build_plugins = plugin_dir_of(pacset)
+    rel = os.path.relpath(build_plugins, os.path.dirname(os.path.abspath(pacset)))
+    copy_bin = os.path.join(work, "copy", "bin")
+    os.makedirs(copy_bin)
+    copy = shutil.copy(pacset, copy_bin)
+    plugins = os.path.join(copy_bin, rel)  # as the loader spells it: BIN/../lib/...
+    os.makedirs(plugins)
+    store = "rocksdb:" + os.path.join(work, "copy-store")
+    # A fallback install directory of the plugins would be found instead.
+    installed = (glob.glob("/usr/lib/*/pacset/store-rocksdb.so") +
+                 glob.glob("/usr/local/lib/pacset/store-rocksdb.so") +
+                 glob.glob("/usr/local/lib/*/pacset/store-rocksdb.so"))
+    if not installed:
+        refused(copy, store, pac, f"looked for {plugins}/store-rocksdb.so", expect)
+    else:
+        print(f"skip: the missing plugin ({installed[0]} is installed)")
+    shutil.copy(os.path.join(build_plugins, "store-redis.so"),
+                os.path.join(plugins, "store-rocksdb.so"))
+    refused(copy, store, pac, f"{plugins}/store-rocksdb.so is not the rocksdb plugin", expect)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--pacset", required=True)
@@ -103,6 +149,7 @@ def main():
             got = loaded(files)
             expect(got == backends, f"{name}: loaded backends {sorted(got)}, "
                    f"expected {sorted(backends)}")
+        check_missing_and_wrong_plugins(args.pacset, pac, work, expect)
     if failures:
         sys.exit(1)
 
