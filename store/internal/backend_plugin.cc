@@ -29,8 +29,10 @@ StatusOr<const StoreBackend*> Load(const std::string& backend) {
       tried += (tried.empty() ? "" : ", ") + path;
       continue;
     }
-    // RTLD_LOCAL: its symbols stay its own (all hidden but the entry point anyway).
-    void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    // RTLD_LOCAL: its symbols stay its own (all hidden but the entry point
+    // anyway). RTLD_LAZY: the functions of RocksDB and libstdc++ it calls are
+    // bound on first call, not all ~6,000 at once (a fresh daemon's mount).
+    void* handle = dlopen(path.c_str(), RTLD_LAZY | RTLD_LOCAL);
     if (handle == nullptr)
       return Status::NotSupported("the " + backend + ": store backend " + path +
                                   " does not load: " + dlerror());
