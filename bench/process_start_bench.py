@@ -12,7 +12,7 @@ against a baseline measured in the same run, in interleaved rounds:
            then one cold row through the mount (page cache dropped before
            the mount), for dir: and rocksdb: stores; elapsed, and the daemon's
            CPU until the mount answered.
-  stream   Rows per second of `pacset predict FILE.pac --input -` fed one
+  stream   (the last --bin only) Rows per second of `pacset predict FILE.pac --input -` fed one
            line at a time (write a line, wait for its answer) against the
            Python API's per-row loop (pacset.open(FILE).predict(row)), warm,
            answers checked equal.
@@ -285,8 +285,8 @@ def main():
         mode_cold(bins, pac, a.rows, a.rounds, a.work)
     if "mount" in modes:
         mode_mount(bins, pac, a.rows, a.rounds, a.work)
-    if "stream" in modes:
-        mode_stream(bins, pac, a.rows, a.rounds, a.stream_rows, a.python_path)
+    if "stream" in modes:  # the last --bin: a build that streams
+        mode_stream(bins[-1:], pac, a.rows, a.rounds, a.stream_rows, a.python_path)
 
 
 if __name__ == "__main__":

@@ -39,15 +39,15 @@ StatusOr<const StoreBackend*> Load(const std::string& backend) {
     auto* entry =
         reinterpret_cast<decltype(&pacset_store_backend_v1)>(dlsym(handle, kStoreBackendSymbol));
     const StoreBackend* b = entry != nullptr ? entry() : nullptr;
-    const bool complete = b != nullptr && (backend == "rocksdb"
-                                               ? b->open_rocksdb != nullptr
-                                               : b->open_redis != nullptr &&
-                                                     b->open_redis_cluster != nullptr);
+    const bool complete =
+        b != nullptr &&
+        (backend == "rocksdb" ? b->open_rocksdb != nullptr
+                              : b->open_redis != nullptr && b->open_redis_cluster != nullptr);
     if (!complete || b->abi == nullptr || b->abi != StoreBackendAbi()) {
       dlclose(handle);
-      return Status::NotSupported("the " + backend + ": store backend " + path +
-                                  " is not the " + backend + " plugin of this build of pacset " +
-                                  PACSET_VERSION + " (reinstall the package)");
+      return Status::NotSupported("the " + backend + ": store backend " + path + " is not the " +
+                                  backend + " plugin of this build of pacset " + PACSET_VERSION +
+                                  " (reinstall the package)");
     }
     return b;  // stays loaded: its stores may outlive any caller
   }
