@@ -8,6 +8,10 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define PACSET_WARM_X86 1
+#if __has_include(<sys/platform/x86.h>)
+#include <sys/platform/x86.h>  // CPU_FEATURE_ACTIVE (glibc 2.33)
+#define PACSET_GLIBC_CPU_FEATURES 1
+#endif
 #endif
 
 namespace pacset::internal {
@@ -158,12 +162,24 @@ __attribute__((target("avx2"))) void WalkTreeAvx2(const WarmNode<float>* nodes, 
   WalkTreeAvx2Pairs<8>(nodes, root, x, nrows, nf, leaf);
 }
 
+// glibc's record of the CPU (what the dynamic loader found, and the kernel
+// lets user code use) where it has one: __builtin_cpu_supports would link
+// libgcc's constructor that runs CPUID at every program's start (each a VM
+// exit on a virtual machine), also in programs that never walk a tree.
+#ifdef PACSET_GLIBC_CPU_FEATURES
+WarmIsa CpuWarmIsa() {
+  if (CPU_FEATURE_ACTIVE(AVX512F)) return WarmIsa::kAvx512;
+  if (CPU_FEATURE_ACTIVE(AVX2)) return WarmIsa::kAvx2;
+  return WarmIsa::kScalar;
+}
+#else
 WarmIsa CpuWarmIsa() {
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f")) return WarmIsa::kAvx512;
   if (__builtin_cpu_supports("avx2")) return WarmIsa::kAvx2;
   return WarmIsa::kScalar;
 }
+#endif
 
 #else
 

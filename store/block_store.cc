@@ -8,6 +8,7 @@
 #include <cstdlib>
 
 #include "layout/block.h"
+#include "store/internal/backend_plugin.h"
 #include "store/internal/backends.h"
 #include "store/internal/codec.h"
 #include "util/file_io.h"
@@ -305,9 +306,13 @@ StatusOr<std::unique_ptr<BlockStore>> OpenBlockStore(const std::string& uri,
   if (colon == std::string::npos || colon == 0)
     return BadUri(uri, "no scheme (a bare path is ambiguous)");
   const std::string scheme = uri.substr(0, colon);
+  // rocksdb: and redis: are plugins, loaded when first named
+  // (store/internal/backend_plugin.h); the URI is checked first.
   if (scheme == "rocksdb") {
     PACSET_ASSIGN_OR_RETURN(std::string path, ParseStorePath(uri, uri.substr(colon + 1)));
-    return store_internal::OpenRocksDbStore(path, options);
+    PACSET_ASSIGN_OR_RETURN(const store_internal::StoreBackend* b,
+                            store_internal::LoadStoreBackend("rocksdb"));
+    return b->open_rocksdb(path, options);
   }
   if (scheme == "dir") {
     PACSET_ASSIGN_OR_RETURN(std::string path, ParseStorePath(uri, uri.substr(colon + 1)));
@@ -315,13 +320,17 @@ StatusOr<std::unique_ptr<BlockStore>> OpenBlockStore(const std::string& uri,
   }
   if (scheme == "redis") {
     PACSET_ASSIGN_OR_RETURN(store_internal::RedisAddress address, ParseRedisUri(uri, options));
-    return store_internal::OpenRedisStore(address, options);
+    PACSET_ASSIGN_OR_RETURN(const store_internal::StoreBackend* b,
+                            store_internal::LoadStoreBackend("redis"));
+    return b->open_redis(address, options);
   }
   // redis+cluster:// is the spelling of the issue that asked for it.
   if (scheme == "redis-cluster" || scheme == "redis+cluster") {
     PACSET_ASSIGN_OR_RETURN(std::vector<store_internal::RedisAddress> seeds,
                             ParseRedisClusterUri(uri, options));
-    return store_internal::OpenRedisClusterStore(seeds, options);
+    PACSET_ASSIGN_OR_RETURN(const store_internal::StoreBackend* b,
+                            store_internal::LoadStoreBackend("redis"));
+    return b->open_redis_cluster(seeds, options);
   }
   if (scheme == "rediss") return BadUri(uri, "TLS (rediss://) is not supported");
   return BadUri(uri, "unknown scheme '" + scheme + "'");

@@ -10,18 +10,10 @@
 namespace pacset {
 namespace {
 
-std::string SelfDir() {
-  char buf[4096];
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n <= 0) return "";
-  buf[n] = 0;
-  return DirName(buf);
-}
-
 std::string FindExporter() {
   if (const char* e = std::getenv("PACSET_SKLEARN_EXPORTER")) return e;
   const std::string candidates[] = {
-      SelfDir() + "/pacset-sklearn-export",
+      ExecutableDir() + "/pacset-sklearn-export",
       std::string(PACSET_DATADIR) + "/pacset-sklearn-export",
 #ifdef PACSET_SOURCE_DIR
       std::string(PACSET_SOURCE_DIR) + "/tools/pacset-sklearn-export",

@@ -86,8 +86,8 @@ int main(int argc, char** argv) {
   p->add_option("-i,--input", predict.input,
                 "CSV rows (header optional; empty or NaN = missing; a line may hold at most "
                 "1 MiB + 64 bytes per feature, a field 4 KiB: longer is an error naming the "
-                "line); with --store, - answers rows from standard input one line at a time as "
-                "they come")
+                "line); - answers rows from standard input one line at a time as they come "
+                "(one line out per row, flushed; a bad row gets a line 'error: ...')")
       ->required();
   p->add_option("-o,--output", predict.output, "Output CSV (default: standard output)");
   p->add_flag("--margin", predict.margin, "Write raw scores (margins) instead of predictions");

@@ -1,5 +1,6 @@
 // pacset predict: rows through the engine, from a .pac file (with request
-// marks when asked) or from a model packed in memory. Straight from a store:
+// marks when asked) or from a model packed in memory; --input - answers them
+// line by line (tools/predict_rows.h). Straight from a store:
 // tools/predict_store.cc.
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -18,6 +19,7 @@
 #include "layout/pack.h"
 #include "tools/commands.h"
 #include "tools/model_input.h"
+#include "tools/predict_rows.h"
 #include "trace/request_marks.h"
 #include "util/csv.h"
 #include "util/parallel.h"
@@ -183,10 +185,32 @@ void ReportEngineStats(const PredictOptions& opts, const PacEngine& engine) {
                static_cast<unsigned long long>(s.warm_simd_rows));
 }
 
+// Standard input, one line at a time (tools/predict_rows.h). With marks,
+// each row is a request.
+Status StreamWithEngine(const PacEngine& engine, const PredictOptions& opts,
+                        const MarkPlan& marks) {
+  StreamHooks hooks;
+  hooks.report = [&] { ReportEngineStats(opts, engine); };
+  std::unique_ptr<RequestMarker> marker;
+  if (!marks.path.empty()) {
+    PACSET_ASSIGN_OR_RETURN(marker, RequestMarker::Open(marks.path));
+    hooks.before_row = [&](uint64_t r) {
+      Status s = opts.evict_between_rows ? EvictPages(engine, opts.model) : Status::Ok();
+      marker->Begin(r, r, 1);
+      return s;
+    };
+    hooks.after_row = [&](uint64_t r) { marker->End(r, r, 1); };
+  }
+  Status s = PredictStream(engine, opts, hooks);
+  if (marker) PACSET_RETURN_IF_ERROR(marker->status());
+  return s;
+}
+
 // Predicts with an engine over a .pac file (with request `marks`, PlanMarks)
 // or over a model packed in memory (no marks: it reads no file).
 Status PredictWithEngine(std::unique_ptr<PacEngine> engine, const PredictOptions& opts,
                          const MarkPlan& marks) {
+  if (opts.input == "-") return StreamWithEngine(*engine, opts, marks);
   PACSET_ASSIGN_OR_RETURN(RowMatrix rows, ReadCsvRows(opts.input, engine->num_features()));
   // --method with --leaf or on another model is refused before predicting.
   PACSET_RETURN_IF_ERROR(ApplyPredictMethod(opts, engine->output_rule(), nullptr, 0));

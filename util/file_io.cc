@@ -149,6 +149,14 @@ std::string BaseName(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
+std::string ExecutableDir() {
+  char buf[PATH_MAX];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return "";
+  buf[n] = 0;
+  return DirName(buf);
+}
+
 bool MakeAbsolute(std::string* path) {
   if (!path->empty() && (*path)[0] == '/') return true;
   char cwd[PATH_MAX];

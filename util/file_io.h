@@ -108,6 +108,10 @@ std::string BaseName(const std::string& path);
 // *path untouched, when getcwd fails (e.g. the working directory was removed).
 bool MakeAbsolute(std::string* path);
 
+// The directory of the running program (/proc/self/exe, symlinks resolved):
+// where the files installed next to it are found. "" if unknown.
+std::string ExecutableDir();
+
 // ---- Directories ----
 
 // Whether `path` is a directory, or a symlink to one (stat).

@@ -145,6 +145,12 @@ done
 for f in /usr/sbin/mount.fuse.pacsetfs /lib/systemd/system/pacsetfs@.service /var/lib/pacsetfs/; do
   grep -qx -- "$f" <<<"$contents" || fail "$f is not in the package"
 done
+# The store backends are plugins where the programs look for them
+# (store/internal/backend_plugin.h); the import and mounts below load them.
+for backend in rocksdb redis; do
+  grep -qE "^/usr/lib/[^/]+/pacset/store-$backend\.so$" <<<"$contents" ||
+    fail "/usr/lib/MULTIARCH/pacset/store-$backend.so is not in the package"
+done
 
 # ---------------------------------------------------------------- install
 # What the file system holds before, to compare with after the purge.
