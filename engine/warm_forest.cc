@@ -201,12 +201,13 @@ bool KernelsRouteEveryNode(const WarmForest& w) {
 }
 
 // WarmForest::direction_words; false (and none) when padding every split to
-// the widest would take too much memory, or the widest reaches categories
-// XGBoost's rule does not have (2^24: the kernels then need no rule of
-// their own past the words).
+// the widest would take too much memory (more than 4 MiB and 16 times the
+// file's category words, or 64 MiB), or the widest reaches categories XGBoost's rule
+// does not have (2^24: the kernels then need no rule of their own past the
+// words). Padding costs memory only: a walk reads the words of its category.
 bool BuildDirectionWords(WarmForest* w) {
   constexpr uint32_t kMaxShift = 19;  // 32 << 19 = 2^24 categories
-  constexpr uint64_t kMaxWords = uint64_t{1} << 22, kMaxBlowup = 16, kSmallWords = 1u << 16;
+  constexpr uint64_t kMaxWords = uint64_t{1} << 24, kMaxBlowup = 16, kSmallWords = 1u << 20;
   const std::vector<CategoricalSplit>& splits = w->categorical_splits;
   if (splits.empty()) return true;
   uint32_t widest = 1;

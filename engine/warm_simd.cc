@@ -63,6 +63,9 @@ __attribute__((target("avx512f"), always_inline)) inline void WalkTreeAvx512Pair
   const __m512i categories = _mm512_set1_epi32(static_cast<int32_t>(32u << forest.direction_shift));
   const __m128i shift = _mm_cvtsi32_si128(static_cast<int>(forest.direction_shift));
   const __m512i one = _mm512_set1_epi32(1), low5 = _mm512_set1_epi32(31);
+  // Full masks on intrinsics whose unmasked forms GCC 12 warns about
+  // (maybe-uninitialized on their undefined source), as for the extracts.
+  constexpr __mmask16 kAll = 0xFFFF;
   for (uint32_t r0 = 0; r0 < nrows; r0 += 16 * kGroups) {
     __m512i row[kGroups], at[kGroups], off[kGroups];
     __mmask16 live[kGroups];
@@ -100,7 +103,7 @@ __attribute__((target("avx512f"), always_inline)) inline void WalkTreeAvx512Pair
           if constexpr (kCategorical) {
             const __mmask16 cat = _mm512_mask_test_epi32_mask(a, word, categorical_bit);
             if (cat) {
-              const __m512i c = _mm512_cvttps_epi32(v);  // INT_MIN for NaN, inf, huge
+              const __m512i c = _mm512_maskz_cvttps_epi32(kAll, v);  // INT_MIN for NaN, inf, huge
               const __mmask16 truncates = _mm512_test_epi32_mask(word, truncates_bit);
               const __mmask16 from = static_cast<__mmask16>(
                   (_mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_GE_OQ) & ~truncates) |
@@ -108,13 +111,13 @@ __attribute__((target("avx512f"), always_inline)) inline void WalkTreeAvx512Pair
               const __mmask16 in = _mm512_mask_cmplt_epu32_mask(
                   static_cast<__mmask16>(cat & from), c, categories);
               const __m512i outside_left =
-                  _mm512_srli_epi32(_mm512_and_si512(word, outside_left_bit), kWarmOutsideLeftShift);
-              const __m512i set = _mm512_sll_epi32(
+                  _mm512_maskz_srli_epi32(kAll, _mm512_and_si512(word, outside_left_bit), kWarmOutsideLeftShift);
+              const __m512i set = _mm512_maskz_sll_epi32(kAll, 
                   _mm512_or_si512(_mm512_add_epi32(thr_bits, thr_bits), outside_left), shift);
-              const __m512i at_word = _mm512_add_epi32(set, _mm512_srli_epi32(c, 5));
+              const __m512i at_word = _mm512_add_epi32(set, _mm512_maskz_srli_epi32(kAll, c, 5));
               const __m512i bits = _mm512_mask_i32gather_epi32(zero, in, at_word, words, 4);
               const __mmask16 bit = _mm512_test_epi32_mask(
-                  _mm512_srlv_epi32(bits, _mm512_and_si512(c, low5)), one);
+                  _mm512_maskz_srlv_epi32(kAll, bits, _mm512_and_si512(c, low5)), one);
               const __mmask16 outside = _mm512_test_epi32_mask(word, outside_left_bit);
               const __mmask16 left = static_cast<__mmask16>(
                   (nan & default_left) |
