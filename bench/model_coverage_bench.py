@@ -16,7 +16,7 @@ which it reads without a copy). Outputs are checked first (bit for bit
 where pacset claims it, else the stated tolerance). Rounds interleave the
 two sides in shuffled order; figures are rows/s, median [min-max], and the
 ratio of the medians. Absolute figures depend on the machine. The share of
-pacset's rows that took a SIMD kernel (info()["warm_simd_rows"]) is shown.
+pacset's rows that took a SIMD kernel (the engine's warm_simd_rows) is shown.
 --isa-baseline adds a third side, the same forest opened with
 pacset.open(isa=...) (e.g. "scalar": the scalar lanes), and the ratio of the
 medians of pacset against it.
@@ -208,14 +208,14 @@ def main():
             if side != "library":
                 check(f"{name} ({side})", fn(X), want, how)
             fn(X)  # warm
-        simd_before = forest.info()["warm_simd_rows"]
+        simd_before = forest._core.info()["warm_simd_rows"]
         times = {side: [] for side in sides}
         for _ in range(a.rounds):
             order = list(times)
             random.shuffle(order)
             for side in order:
                 times[side].append(timed(sides[side], X))
-        simd = (forest.info()["warm_simd_rows"] - simd_before) / (a.rounds * len(X))
+        simd = (forest._core.info()["warm_simd_rows"] - simd_before) / (a.rounds * len(X))
         med = {side: statistics.median(t) for side, t in times.items()}
         line = (f"{name:28s} pacset {spread(times['pacset'])}  library {spread(times['library'])}"
                 f"  ratio {med['pacset'] / med['library']:.2f}x  simd rows {simd:.0%}")

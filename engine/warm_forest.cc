@@ -216,7 +216,8 @@ bool BuildDirectionWords(WarmForest* w) {
   while ((uint64_t{1} << shift) < widest) ++shift;
   if (shift > kMaxShift) return false;
   const uint64_t total = uint64_t{splits.size()} * 2 << shift;
-  if (total > kMaxWords || total > std::max<uint64_t>(kSmallWords, kMaxBlowup * w->category_words.size()))
+  if (total > kMaxWords ||
+      total > std::max<uint64_t>(kSmallWords, kMaxBlowup * w->category_words.size()))
     return false;
   w->direction_shift = shift;
   w->direction_words.assign(total, 0);
@@ -224,10 +225,11 @@ bool BuildDirectionWords(WarmForest* w) {
   const uint64_t categories = uint64_t{32} << shift;
   for (size_t i = 0; i < splits.size(); ++i) {
     const CategoricalSplit& s = splits[i];
-    uint32_t* out_right = &w->direction_words[(2 * i) << shift];      // outside goes right
+    uint32_t* out_right = &w->direction_words[(2 * i) << shift];     // outside goes right
     uint32_t* out_left = &w->direction_words[(2 * i + 1) << shift];  // outside goes left
     for (uint64_t c = 0; c < categories; ++c) {
-      const bool in_left = InCategorySet(words + s.left_first, s.left_words, static_cast<int64_t>(c));
+      const bool in_left =
+          InCategorySet(words + s.left_first, s.left_words, static_cast<int64_t>(c));
       const bool in_right =
           InCategorySet(words + s.right_first, s.right_words, static_cast<int64_t>(c));
       out_right[c >> 5] |= uint32_t{in_left} << (c & 31);

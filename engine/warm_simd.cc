@@ -108,20 +108,19 @@ __attribute__((target("avx512f"), always_inline)) inline void WalkTreeAvx512Pair
               const __mmask16 from = static_cast<__mmask16>(
                   (_mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_GE_OQ) & ~truncates) |
                   (_mm512_cmp_ps_mask(v, _mm512_set1_ps(-1.0f), _CMP_GT_OQ) & truncates));
-              const __mmask16 in = _mm512_mask_cmplt_epu32_mask(
-                  static_cast<__mmask16>(cat & from), c, categories);
-              const __m512i outside_left =
-                  _mm512_maskz_srli_epi32(kAll, _mm512_and_si512(word, outside_left_bit), kWarmOutsideLeftShift);
-              const __m512i set = _mm512_maskz_sll_epi32(kAll, 
-                  _mm512_or_si512(_mm512_add_epi32(thr_bits, thr_bits), outside_left), shift);
+              const __mmask16 in =
+                  _mm512_mask_cmplt_epu32_mask(static_cast<__mmask16>(cat & from), c, categories);
+              const __m512i outside_left = _mm512_maskz_srli_epi32(
+                  kAll, _mm512_and_si512(word, outside_left_bit), kWarmOutsideLeftShift);
+              const __m512i set = _mm512_maskz_sll_epi32(
+                  kAll, _mm512_or_si512(_mm512_add_epi32(thr_bits, thr_bits), outside_left), shift);
               const __m512i at_word = _mm512_add_epi32(set, _mm512_maskz_srli_epi32(kAll, c, 5));
               const __m512i bits = _mm512_mask_i32gather_epi32(zero, in, at_word, words, 4);
               const __mmask16 bit = _mm512_test_epi32_mask(
                   _mm512_maskz_srlv_epi32(kAll, bits, _mm512_and_si512(c, low5)), one);
               const __mmask16 outside = _mm512_test_epi32_mask(word, outside_left_bit);
               const __mmask16 left = static_cast<__mmask16>(
-                  (nan & default_left) |
-                  (~nan & ((in & bit) | (~in & outside))));
+                  (nan & default_left) | (~nan & ((in & bit) | (~in & outside))));
               right = static_cast<__mmask16>((right & ~cat) | (cat & ~left));
             }
           }
@@ -175,7 +174,8 @@ __attribute__((target("avx2"), always_inline)) inline void WalkTreeAvx2Pairs(
       row[g] = _mm256_add_epi32(iota, _mm256_set1_epi32(static_cast<int32_t>(r0 + 8 * g)));
       off[g] = _mm256_mullo_epi32(row[g], _mm256_set1_epi32(static_cast<int32_t>(nf)));
       // A lane past the end starts at an ended "leaf".
-      at[g] = _mm256_blendv_epi8(minus_one, _mm256_set1_epi32(root), _mm256_cmpgt_epi32(vn, row[g]));
+      at[g] =
+          _mm256_blendv_epi8(minus_one, _mm256_set1_epi32(root), _mm256_cmpgt_epi32(vn, row[g]));
     }
     for (;;) {
       __m256i any = at[0];
@@ -208,14 +208,14 @@ __attribute__((target("avx2"), always_inline)) inline void WalkTreeAvx2Pairs(
             const __m256 cat = _mm256_and_ps(HasBit(word, categorical_bit), _mm256_castsi256_ps(a));
             if (_mm256_movemask_ps(cat)) {
               const __m256i c = _mm256_cvttps_epi32(v);  // INT_MIN for NaN, inf, huge
-              const __m256 from = _mm256_blendv_ps(_mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_GE_OQ),
-                                                   _mm256_cmp_ps(v, _mm256_set1_ps(-1.0f), _CMP_GT_OQ),
-                                                   HasBit(word, truncates_bit));
+              const __m256 from = _mm256_blendv_ps(
+                  _mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_GE_OQ),
+                  _mm256_cmp_ps(v, _mm256_set1_ps(-1.0f), _CMP_GT_OQ), HasBit(word, truncates_bit));
               const __m256i below = _mm256_and_si256(_mm256_cmpgt_epi32(categories, c),
                                                      _mm256_cmpgt_epi32(c, minus_one));
               const __m256 in = _mm256_and_ps(_mm256_and_ps(cat, from), _mm256_castsi256_ps(below));
-              const __m256i outside_left =
-                  _mm256_srli_epi32(_mm256_and_si256(word, outside_left_bit), kWarmOutsideLeftShift);
+              const __m256i outside_left = _mm256_srli_epi32(
+                  _mm256_and_si256(word, outside_left_bit), kWarmOutsideLeftShift);
               const __m256i set = _mm256_sll_epi32(
                   _mm256_or_si256(_mm256_add_epi32(thr_bits, thr_bits), outside_left), shift);
               const __m256i at_word = _mm256_add_epi32(set, _mm256_srli_epi32(c, 5));
@@ -225,8 +225,8 @@ __attribute__((target("avx2"), always_inline)) inline void WalkTreeAvx2Pairs(
                   _mm256_and_si256(_mm256_srlv_epi32(bits, _mm256_and_si256(c, low5)), one), one));
               __m256 left = _mm256_blendv_ps(HasBit(word, outside_left_bit), bit, in);
               left = _mm256_blendv_ps(left, default_left, nan);
-              right = _mm256_blendv_ps(right, _mm256_xor_ps(left, _mm256_castsi256_ps(minus_one)),
-                                       cat);
+              right =
+                  _mm256_blendv_ps(right, _mm256_xor_ps(left, _mm256_castsi256_ps(minus_one)), cat);
             }
           }
         }
@@ -247,9 +247,9 @@ __attribute__((target("avx2"), always_inline)) inline void WalkTreeAvx2Pairs(
 }
 
 template <bool kRouted, bool kCategorical>
-__attribute__((target("avx512f"))) void WalkTreeAvx512(const WarmKernelForest& forest,
-                                                       int32_t root, const float* x,
-                                                       uint32_t nrows, uint32_t nf, int32_t* leaf) {
+__attribute__((target("avx512f"))) void WalkTreeAvx512(const WarmKernelForest& forest, int32_t root,
+                                                       const float* x, uint32_t nrows, uint32_t nf,
+                                                       int32_t* leaf) {
   WalkTreeAvx512Pairs<4, kRouted, kCategorical>(forest, root, x, nrows, nf, leaf);
 }
 
@@ -318,11 +318,11 @@ WarmTreeKernel WarmTreeKernelFor(WarmIsa isa, bool routed, bool categorical) {
 #ifdef PACSET_WARM_X86
   switch (isa) {
     case WarmIsa::kAvx512:
-      return !routed      ? WalkTreeAvx512<false, false>
+      return !routed       ? WalkTreeAvx512<false, false>
              : categorical ? WalkTreeAvx512<true, true>
                            : WalkTreeAvx512<true, false>;
     case WarmIsa::kAvx2:
-      return !routed      ? WalkTreeAvx2<false, false>
+      return !routed       ? WalkTreeAvx2<false, false>
              : categorical ? WalkTreeAvx2<true, true>
                            : WalkTreeAvx2<true, false>;
     case WarmIsa::kScalar:

@@ -107,9 +107,9 @@ inline bool WalkWarmBlock(const WarmForest& warm, const WarmNode<Thr>* nodes, co
 // its value to acc[row * K + its tree's group] directly.
 template <typename Acc, typename AddLeafFn>
 inline bool WalkWarmBlockSimd(const WarmForest& warm, WarmTreeKernel kernel,
-                              const WarmKernelForest& forest, const float* x,
-                              uint32_t nrows, uint32_t nf, int32_t* leaf, const TreeRecord* trees,
-                              Acc* acc, uint32_t K, const AddLeafFn& add_leaf, uint64_t* bad_tree) {
+                              const WarmKernelForest& forest, const float* x, uint32_t nrows,
+                              uint32_t nf, int32_t* leaf, const TreeRecord* trees, Acc* acc,
+                              uint32_t K, const AddLeafFn& add_leaf, uint64_t* bad_tree) {
   constexpr uint64_t kRefMask = (uint64_t{1} << kWarmLeafKindShift) - 1;
   const float* const values = warm.leaf_values.data();
   const bool add_value = !warm.leaf_values.empty();
@@ -284,9 +284,9 @@ WalkFault WarmLoop<NodeT, kF32Input, Acc, kLeaves>::Run(const WalkJob& job, Acc*
           uint64_t bad = 0;
           bool ok;
           if (simd) {
-            ok = WalkWarmBlockSimd(*warm_, kernel, kernels_.forest, xs,
-                                   static_cast<uint32_t>(nrows), nf, leaf, trees, acc, K, add_leaf,
-                                   &bad);
+            ok =
+                WalkWarmBlockSimd(*warm_, kernel, kernels_.forest, xs, static_cast<uint32_t>(nrows),
+                                  nf, leaf, trees, acc, K, add_leaf, &bad);
             if (job.simd_rows) *job.simd_rows += nrows;
             return ok ? WalkFault{} : WalkFault{WalkFault::kBadLeaf, bad};
           }
