@@ -27,7 +27,8 @@ namespace {
 // chain, and the compare picks one — 48 loads a step instead of 64 with
 // 32-bit gathers, and two gathers deep instead of three. `!(x <= threshold)`
 // (NLE, true for NaN too) goes right, as GoesLeft's plain compare does for
-// the rows these kernels are given. A batch is 64 rows (4 x 16, 8 x 8). A
+// the rows the plain kernels are given (the routed ones: below). The
+// feature is the feature word masked (kWarmFeatureMask). A batch is 64 rows (4 x 16, 8 x 8). A
 // value is gathered from the rows where they lie (row-major, x + row * nf +
 // feature, the row offsets computed once per batch): no transposition pass
 // over the input and no multiply on the chain. What each of these choices

@@ -99,7 +99,8 @@ inline bool WalkWarmBlock(const WarmForest& warm, const WarmNode<Thr>* nodes, co
   return true;
 }
 
-// The same sums as WalkWarmBlock<float, true>, through `kernel` over the
+// The same sums as WalkWarmBlock (plain or not, as `kernel` is; on
+// forest.nodes32, warm_simd.h), through `kernel` over the
 // block's rows `x` (row i at x + i * nf, float32): for each tree in order,
 // every row's leaf (many rows at once), then the leaves added row by row —
 // each row still adds its trees in order.
