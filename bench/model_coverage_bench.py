@@ -6,7 +6,7 @@ HistGradientBoosting (numeric with NaN, and categorical) and IsolationForest.
 
   PYTHONPATH=build/python bench/model_coverage_bench.py [--rounds 7]
       [--rows 20000] [--trees 200] [--threads 2] [--only NAME]
-      [--blocks --pacset build/tools/pacset]
+      [--isa-baseline scalar|avx2] [--blocks --pacset build/tools/pacset]
 
 Each model is trained here with fixed seeds, loaded with pacset.load (the
 library object itself), and both sides predict the same rows given as each
@@ -15,7 +15,11 @@ scikit-learn: its predict / predict_proba / score_samples on float64 numpy,
 which it reads without a copy). Outputs are checked first (bit for bit
 where pacset claims it, else the stated tolerance). Rounds interleave the
 two sides in shuffled order; figures are rows/s, median [min-max], and the
-ratio of the medians. Absolute figures depend on the machine.
+ratio of the medians. Absolute figures depend on the machine. The share of
+pacset's rows that took a SIMD kernel (the engine's warm_simd_rows) is shown.
+--isa-baseline adds a third side, the same forest opened with
+pacset.open(isa=...) (e.g. "scalar": the scalar lanes), and the ratio of the
+medians of pacset against it.
 
 --blocks instead counts, for the categorical XGBoost and HistGradientBoosting
 models and the same models trained with the category codes as numbers, the
@@ -165,6 +169,7 @@ def main():
     ap.add_argument("--trees", type=int, default=200)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--only")
+    ap.add_argument("--isa-baseline", choices=["scalar", "avx2", "avx512"])
     ap.add_argument("--blocks", action="store_true")
     ap.add_argument("--pacset", default="build/tools/pacset")
     a = ap.parse_args()
@@ -186,21 +191,41 @@ def main():
         rng = np.random.default_rng(1)
         model, X, library, how = make(rng)
         forest = pacset.load(model)
-        if name == "isolation-forest":
-            ours = lambda X: forest.score_samples(X, n_threads=a.threads)  # noqa: E731
-        else:
-            ours = lambda X: forest.predict(X, n_threads=a.threads)  # noqa: E731
-        check(name, ours(X), library(X), how)
-        ours(X), library(X)  # warm both
-        times = {"pacset": [], "library": []}
+
+        def predictor(f):
+            if name == "isolation-forest":
+                return lambda X: f.score_samples(X, n_threads=a.threads)
+            return lambda X: f.predict(X, n_threads=a.threads)
+
+        sides = {"pacset": predictor(forest), "library": library}
+        tmp = tempfile.TemporaryDirectory(prefix="pacset-coverage-")
+        if a.isa_baseline:
+            forest.save(os.path.join(tmp.name, "m.pac"))
+            base = pacset.open(os.path.join(tmp.name, "m.pac"), isa=a.isa_baseline)
+            sides[f"pacset isa={a.isa_baseline}"] = predictor(base)
+        want = library(X)
+        for side, fn in sides.items():
+            if side != "library":
+                check(f"{name} ({side})", fn(X), want, how)
+            fn(X)  # warm
+        simd_before = forest._core.info()["warm_simd_rows"]
+        times = {side: [] for side in sides}
         for _ in range(a.rounds):
             order = list(times)
             random.shuffle(order)
             for side in order:
-                times[side].append(timed(ours if side == "pacset" else library, X))
-        ratio = statistics.median(times["pacset"]) / statistics.median(times["library"])
-        print(f"{name:28s} pacset {spread(times['pacset'])}  library {spread(times['library'])}"
-              f"  ratio {ratio:.2f}x", flush=True)
+                times[side].append(timed(sides[side], X))
+        simd = (forest._core.info()["warm_simd_rows"] - simd_before) / (a.rounds * len(X))
+        med = {side: statistics.median(t) for side, t in times.items()}
+        line = (f"{name:28s} pacset {spread(times['pacset'])}  library {spread(times['library'])}"
+                f"  ratio {med['pacset'] / med['library']:.2f}x  simd rows {simd:.0%}")
+        for side in sides:
+            if side.startswith("pacset isa="):
+                line += (f"\n{'':28s} {side} {spread(times[side])}  ratio to library "
+                         f"{med[side] / med['library']:.2f}x, pacset to it "
+                         f"{med['pacset'] / med[side]:.2f}x")
+        print(line, flush=True)
+        tmp.cleanup()
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@
 #include "engine/internal/walk.h"
 #include "engine/internal/warm_simd.h"
 #include "model/forest.h"
+#include "model/routing.h"
 
 namespace pacset::internal {
 namespace {
@@ -190,6 +191,108 @@ struct Builder {
   }
 };
 
+// Whether every node routes as the SIMD kernels can: no numerical node uses
+// LightGBM's NaN-as-zero or zero-as-missing rule (on a categorical node those
+// bits are its outside direction).
+bool KernelsRouteEveryNode(const WarmForest& w) {
+  for (uint8_t fl : w.flags)
+    if (!(fl & kCategorical) && (fl & (kNanIsZero | kZeroIsMissing))) return false;
+  return true;
+}
+
+// WarmForest::direction_words; false (and none) when padding every split to
+// the widest would take too much memory (more than 4 MiB and 16 times the
+// file's category words, or 64 MiB), or the widest reaches categories XGBoost's rule
+// does not have (2^24: the kernels then need no rule of their own past the
+// words). Padding costs memory only: a walk reads the words of its category.
+bool BuildDirectionWords(WarmForest* w) {
+  constexpr uint32_t kMaxShift = 19;  // 32 << 19 = 2^24 categories
+  constexpr uint64_t kMaxWords = uint64_t{1} << 24, kMaxBlowup = 16, kSmallWords = 1u << 20;
+  const std::vector<CategoricalSplit>& splits = w->categorical_splits;
+  if (splits.empty()) return true;
+  uint32_t widest = 1;
+  for (const CategoricalSplit& s : splits) widest = std::max({widest, s.left_words, s.right_words});
+  uint32_t shift = 0;
+  while ((uint64_t{1} << shift) < widest) ++shift;
+  if (shift > kMaxShift) return false;
+  const uint64_t total = uint64_t{splits.size()} * 2 << shift;
+  if (total > kMaxWords ||
+      total > std::max<uint64_t>(kSmallWords, kMaxBlowup * w->category_words.size()))
+    return false;
+  w->direction_shift = shift;
+  w->direction_words.assign(total, 0);
+  const uint32_t* words = w->category_words.data();
+  const uint64_t categories = uint64_t{32} << shift;
+  for (size_t i = 0; i < splits.size(); ++i) {
+    const CategoricalSplit& s = splits[i];
+    uint32_t* out_right = &w->direction_words[(2 * i) << shift];     // outside goes right
+    uint32_t* out_left = &w->direction_words[(2 * i + 1) << shift];  // outside goes left
+    for (uint64_t c = 0; c < categories; ++c) {
+      const bool in_left =
+          InCategorySet(words + s.left_first, s.left_words, static_cast<int64_t>(c));
+      const bool in_right =
+          InCategorySet(words + s.right_first, s.right_words, static_cast<int64_t>(c));
+      out_right[c >> 5] |= uint32_t{in_left} << (c & 31);
+      out_left[c >> 5] |= uint32_t{in_left || !in_right} << (c & 31);
+    }
+  }
+  return true;
+}
+
+// The routing bits of node i's feature word in nodes32 (kWarmFeatureMask).
+uint32_t KernelRoutingBits(const WarmForest& w, size_t i, uint64_t split) {
+  const uint8_t fl = w.flags[i];
+  const bool default_left = fl & kDefaultLeft;
+  uint32_t bits = default_left ? kWarmDefaultLeftBit : 0;
+  if (fl & kCategorical) {
+    const uint8_t outside = (fl & kOutsideMask) >> kOutsideShift;
+    const bool outside_left =
+        outside == static_cast<uint8_t>(OutsideDirection::kLeft) ||
+        (outside == static_cast<uint8_t>(OutsideDirection::kDefault) && default_left);
+    const bool truncates =
+        w.categorical_splits[split].rule == static_cast<uint8_t>(CategoryRule::kLightgbm);
+    bits |= kWarmCategoricalBit | (outside_left ? kWarmOutsideLeftBit : 0) |
+            (truncates ? kWarmTruncatesBit : 0);
+  }
+  return bits;
+}
+
+// nodes32 for the SIMD kernels (wide files: the float32 view of nodes64),
+// its feature words' routing bits, and simd_routing.
+void BuildKernelView(const PacHeader& h, WarmForest* w) {
+  if (h.num_features > uint64_t{kWarmFeatureMask} + 1) {
+    if (!w->nodes64.empty()) w->nodes32.clear();
+    return;
+  }
+  const bool routable = KernelsRouteEveryNode(*w) && BuildDirectionWords(w);
+  const size_t n = w->flags.size();
+  if (!w->nodes64.empty()) {
+    if (!(w->plain_routing || routable) || n >= kWarmSimdMaxNodes) return;
+    w->nodes32.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      const WarmNode<double>& d = w->nodes64[i];
+      float t;
+      if (w->flags[i] & kCategorical) {  // the split's index, as bits
+        const uint32_t index = static_cast<uint32_t>(WarmSplitIndex(d.threshold));
+        std::memcpy(&t, &index, 4);
+      } else {
+        t = Float32AtOrBelow(d.threshold);
+      }
+      w->nodes32[i] = {t, d.feature, {d.child[0], d.child[1]}};
+    }
+  }
+  for (size_t i = 0; i < n; ++i) {
+    WarmNode<float>& node = w->nodes32[i];
+    const uint64_t split = (w->flags[i] & kCategorical) ? WarmSplitIndex(node.threshold) : 0;
+    node.feature |= KernelRoutingBits(*w, i, split);
+  }
+  w->simd_routing = routable && n < kWarmSimdMaxNodes;
+  if (!w->simd_routing) {
+    w->direction_words.clear();
+    w->direction_words.shrink_to_fit();
+  }
+}
+
 template <typename NodeT>
 StatusOr<std::unique_ptr<WarmForest>> Build(const PacFile& file, const char* image) {
   const auto start = std::chrono::steady_clock::now();
@@ -251,15 +354,7 @@ StatusOr<std::unique_ptr<WarmForest>> Build(const PacFile& file, const char* ima
     scope.Disarm();
   }
   w->leaves.shrink_to_fit();
-  if constexpr (std::is_same_v<NodeT, WideNode>) {
-    if (w->plain_routing && w->nodes64.size() < kWarmSimdMaxNodes) {
-      w->nodes32.resize(w->nodes64.size());
-      for (size_t i = 0; i < w->nodes64.size(); ++i) {
-        const WarmNode<double>& n = w->nodes64[i];
-        w->nodes32[i] = {Float32AtOrBelow(n.threshold), n.feature, {n.child[0], n.child[1]}};
-      }
-    }
-  }
+  BuildKernelView(h, w.get());
   if (values_only) {
     w->leaf_values.resize(w->leaves.size());
     for (size_t i = 0; i < w->leaves.size(); ++i) {

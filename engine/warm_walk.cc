@@ -56,7 +56,10 @@ inline bool WalkWarmBlock(const WarmForest& warm, const WarmNode<Thr>* nodes, co
     for (uint32_t j = 0; j < kLanes; ++j) {
       if (__builtin_expect(at[j] >= 0, 1)) {
         const WarmNode<Thr>& n = nodes[at[j]];
-        const Cmp v = static_cast<Cmp>(xr[j][n.feature]);
+        // nodes32's feature words carry the kernels' routing bits above the feature.
+        const uint32_t feature =
+            std::is_same_v<Thr, float> ? n.feature & kWarmFeatureMask : n.feature;
+        const Cmp v = static_cast<Cmp>(xr[j][feature]);
         bool left;
         if constexpr (kPlain) {
           left = v <= static_cast<Cmp>(n.threshold);
@@ -96,26 +99,27 @@ inline bool WalkWarmBlock(const WarmForest& warm, const WarmNode<Thr>* nodes, co
   return true;
 }
 
-// The same sums as WalkWarmBlock<float, true>, through `kernel` over the
+// The same sums as WalkWarmBlock (plain or not, as `kernel` is; on
+// forest.nodes32, warm_simd.h), through `kernel` over the
 // block's rows `x` (row i at x + i * nf, float32): for each tree in order,
 // every row's leaf (many rows at once), then the leaves added row by row —
 // each row still adds its trees in order.
 // When every leaf is an inline value (WarmForest::leaf_values), a leaf adds
 // its value to acc[row * K + its tree's group] directly.
 template <typename Acc, typename AddLeafFn>
-inline bool WalkWarmBlockSimd(const WarmForest& warm, WarmTreeKernel kernel, const float* x,
-                              uint32_t nrows, uint32_t nf, int32_t* leaf, const TreeRecord* trees,
-                              Acc* acc, uint32_t K, const AddLeafFn& add_leaf, uint64_t* bad_tree) {
+inline bool WalkWarmBlockSimd(const WarmForest& warm, WarmTreeKernel kernel,
+                              const WarmKernelForest& forest, const float* x, uint32_t nrows,
+                              uint32_t nf, int32_t* leaf, const TreeRecord* trees, Acc* acc,
+                              uint32_t K, const AddLeafFn& add_leaf, uint64_t* bad_tree) {
   constexpr uint64_t kRefMask = (uint64_t{1} << kWarmLeafKindShift) - 1;
   const float* const values = warm.leaf_values.data();
   const bool add_value = !warm.leaf_values.empty();
-  const WarmNode<float>* const nodes = warm.nodes32.data();
   const uint64_t* const leaves = warm.leaves.data();
   const uint32_t T = static_cast<uint32_t>(warm.roots.size());
   for (uint32_t t = 0; t < T; ++t) {
     const int32_t root = warm.roots[t];
     if (root >= 0) {
-      kernel(nodes, root, x, nrows, nf, leaf);
+      kernel(forest, root, x, nrows, nf, leaf);
     } else {
       std::fill(leaf, leaf + nrows, root);
     }
@@ -136,16 +140,23 @@ inline bool WalkWarmBlockSimd(const WarmForest& warm, WarmTreeKernel kernel, con
   return true;
 }
 
+// The SIMD kernels a warm loop may use (null: none).
+struct WarmKernels {
+  WarmTreeKernel plain = nullptr;   // blocks without NaN, WarmForest::plain_routing
+  WarmTreeKernel routed = nullptr;  // any block, WarmForest::simd_routing
+  WarmKernelForest forest;
+};
+
 template <typename NodeT, bool kF32Input, typename Acc, bool kLeaves>
 class WarmLoop {
  public:
   WarmLoop(const PacFile& file, const OutputRule& rule, const char* image, const WarmForest* warm,
-           WarmTreeKernel kernel, size_t block_rows)
+           const WarmKernels& kernels, size_t block_rows)
       : file_(file),
         rule_(rule),
         base_(image),
         warm_(warm),
-        kernel_(kernel),
+        kernels_(kernels),
         block_rows_(block_rows) {}
 
   // Rows are taken block_rows at a time (BlockRows): with the warm forest
@@ -169,10 +180,10 @@ class WarmLoop {
   const OutputRule& rule_;
   const char* const base_;
   const WarmForest* const warm_;  // may be null: walk the mapping with checks
-  // Null: the scalar lanes. Else used, on WarmForest::nodes32, for blocks of
-  // rows without NaN (for float64 input: of values float32 holds) when the
-  // warm forest routes plainly.
-  const WarmTreeKernel kernel_;
+  // On WarmForest::nodes32: the plain kernel for blocks of rows without NaN
+  // when the warm forest routes plainly, else the routed one (for float64
+  // input: blocks of values float32 holds); without either, the scalar lanes.
+  const WarmKernels kernels_;
   const size_t block_rows_;
 };
 
@@ -212,19 +223,23 @@ WalkFault WarmLoop<NodeT, kF32Input, Acc, kLeaves>::Run(const WalkJob& job, Acc*
     // float32 scalar lanes'; as float64 (xd) for the float64 scalar lanes.
     const float* xs = nullptr;
     const double* xd = nullptr;
-    bool simd = false, plain = warm_ && warm_->plain_routing;
-    if (kernel_) {
+    bool plain = warm_ && warm_->plain_routing;
+    WarmTreeKernel kernel = nullptr;
+    const bool any_kernel = kernels_.plain || kernels_.routed;
+    if (any_kernel) {
       uint32_t found;
       if (rows32) {
         xs = rows32 + r0 * nf;
-        found = AnyNan(xs, nrows * nf) ? kFoundNan | kFoundNotFloat32 : 0;
+        found = AnyNan(xs, nrows * nf) ? kFoundNan : 0;
       } else {
         found = ToFloat32(job.rows->row(r0), nrows * nf, x32);
         xs = x32;
       }
-      plain = !(found & kFoundNan);
-      simd = kF32Input ? plain : !(found & kFoundNotFloat32);
+      plain = plain && !(found & kFoundNan);
+      kernel = plain && kernels_.plain ? kernels_.plain : kernels_.routed;
+      if (!kF32Input && (found & kFoundNotFloat32)) kernel = nullptr;
     }
+    const bool simd = kernel != nullptr;
     if constexpr (kF32Input) {
       if (!xs) {
         if (rows32) {
@@ -246,7 +261,7 @@ WalkFault WarmLoop<NodeT, kF32Input, Acc, kLeaves>::Run(const WalkJob& job, Acc*
     if constexpr (!kLeaves)
       for (size_t i = 0; i < nrows; ++i) rule_.Init(&acc[i * K]);
     // Rows without NaN route by the threshold alone (warm forest only).
-    if (plain && !kernel_) {
+    if (plain && !any_kernel) {
       if constexpr (kF32Input) {
         plain = !AnyNan(xs, nrows * nf);
       } else {
@@ -270,8 +285,9 @@ WalkFault WarmLoop<NodeT, kF32Input, Acc, kLeaves>::Run(const WalkJob& job, Acc*
           uint64_t bad = 0;
           bool ok;
           if (simd) {
-            ok = WalkWarmBlockSimd(*warm_, kernel_, xs, static_cast<uint32_t>(nrows), nf, leaf,
-                                   trees, acc, K, add_leaf, &bad);
+            ok =
+                WalkWarmBlockSimd(*warm_, kernel, kernels_.forest, xs, static_cast<uint32_t>(nrows),
+                                  nf, leaf, trees, acc, K, add_leaf, &bad);
             if (job.simd_rows) *job.simd_rows += nrows;
             return ok ? WalkFault{} : WalkFault{WalkFault::kBadLeaf, bad};
           }
@@ -422,14 +438,21 @@ Status RunWarm(const PacFile& file, const OutputRule& rule, const char* image,
   using Loop = WarmLoop<NodeT, kF32Input, Acc, kLeaves>;
   const PacHeader& h = file.header();
   // The SIMD kernels: float32 nodes (WarmForest::nodes32, built when the
-  // forest routes plainly), int32 gather indices.
-  WarmTreeKernel kernel = nullptr;
-  if (warm && warm->plain_routing && !warm->nodes32.empty() &&
-      warm->nodes32.size() < kWarmSimdMaxNodes)
-    kernel = WarmTreeKernelFor(isa);
+  // forest routes plainly or as the routed kernels do), int32 gather indices.
+  WarmKernels kernels;
+  if (warm && !warm->nodes32.empty() && warm->nodes32.size() < kWarmSimdMaxNodes) {
+    if (warm->plain_routing) kernels.plain = WarmTreeKernelFor(isa, false, false);
+    if (warm->simd_routing)
+      kernels.routed = WarmTreeKernelFor(isa, true, !warm->categorical_splits.empty());
+    kernels.forest = {warm->nodes32.data(), warm->direction_words.data(), warm->direction_shift};
+  }
+  bool kernel = kernels.plain || kernels.routed;
   // Buffers live in this frame, outside the region a SIGBUS can jump out of.
-  const size_t block_rows = BlockRows(h, sizeof(NodeT), job.end - job.begin, kernel != nullptr);
-  if (uint64_t{block_rows} * h.num_features >= (uint64_t{1} << 31)) kernel = nullptr;
+  const size_t block_rows = BlockRows(h, sizeof(NodeT), job.end - job.begin, kernel);
+  if (uint64_t{block_rows} * h.num_features >= (uint64_t{1} << 31)) {
+    kernels = WarmKernels{};
+    kernel = false;
+  }
   // Not value-initialised: a one-row request does not clear a large block.
   std::unique_ptr<Acc[]> acc(new Acc[block_rows * h.num_outputs]);
   // x32: float64 rows converted for the kernels or the float32 lanes.
@@ -439,7 +462,7 @@ Status RunWarm(const PacFile& file, const OutputRule& rule, const char* image,
   std::unique_ptr<double[]> x64(
       new double[!kF32Input && job.rows32 ? block_rows * h.num_features : 1]);
   std::vector<double> margins(h.num_outputs);
-  const Loop loop(file, rule, image, warm, kernel, block_rows);
+  const Loop loop(file, rule, image, warm, kernels, block_rows);
   SigbusScope scope(image, file.size(), h.block_size);
   if (sigsetjmp(*scope.env(), 0) != 0) return scope.Error(file.name());
   scope.Arm();

@@ -94,19 +94,46 @@ RowMatrix AsFloat32Values(RowMatrix rows) {
   return rows;
 }
 
+// Whether float32 holds every value of `rows` (NaN included).
+bool AllFloat32(const RowMatrix& rows) {
+  for (double v : rows.values)
+    if (static_cast<double>(static_cast<float>(v)) != v && v == v) return false;
+  return true;
+}
+
 // Every instruction set the warm loop has; those this CPU lacks resolve to a
 // narrower one (and are then checked as that one).
 constexpr WarmIsa kEveryIsa[] = {WarmIsa::kScalar, WarmIsa::kAvx2, WarmIsa::kAvx512};
 
-// Whether warm requests of rows without NaN go through the SIMD kernels
-// (engine/internal/warm_simd.h): no node with LightGBM's zero-as-missing
-// rule and an instruction set with a kernel; compact or wide nodes (these
-// through their float32 rounding, WarmForest::nodes32). Float64 input only
-// for blocks whose every value float32 holds.
-bool TakesSimdPath(const PacEngine& e, const Forest& f) {
-  bool zero_is_missing = false;
-  for (uint8_t fl : f.flags) zero_is_missing |= (fl & kZeroIsMissing) != 0;
-  return !zero_is_missing && e.stats().warm_isa != WarmIsa::kScalar;
+// Whether a numerical node of `f` has one of `rules` (on a categorical node
+// those bits are its outside direction).
+bool AnyNumericalNodeHas(const Forest& f, uint8_t rules) {
+  for (uint8_t fl : f.flags)
+    if (!(fl & kCategorical) && (fl & rules)) return true;
+  return false;
+}
+
+// Whether the routed SIMD kernels walk `f` (engine/internal/warm_simd.h):
+// rows with NaN and categorical nodes, unless a numerical node uses
+// LightGBM's NaN-as-zero or zero-as-missing rule.
+bool RoutedKernelsTake(const Forest& f) {
+  return !AnyNumericalNodeHas(f, kNanIsZero | kZeroIsMissing);
+}
+
+// Whether the plain SIMD kernels walk `f`'s rows without NaN: no
+// categorical node, no numerical node with the zero-as-missing rule.
+bool PlainKernelsTake(const Forest& f) {
+  return f.categorical_splits.empty() && !AnyNumericalNodeHas(f, kZeroIsMissing);
+}
+
+// Whether warm requests go through a SIMD kernel (an instruction set with
+// kernels; compact or wide nodes, these through their float32 rounding,
+// WarmForest::nodes32): rows with NaN (`nan_rows`) through the routed
+// kernels, rows without through either. Float64 input only for blocks whose
+// every value float32 holds.
+bool TakesSimdPath(const PacEngine& e, const Forest& f, bool nan_rows) {
+  if (e.stats().warm_isa == WarmIsa::kScalar) return false;
+  return RoutedKernelsTake(f) || (!nan_rows && PlainKernelsTake(f));
 }
 
 bool Float64Input(const PacEngine& e) {
@@ -115,30 +142,36 @@ bool Float64Input(const PacEngine& e) {
 
 // The warm forest's walks (scalar lanes, and each SIMD kernel this CPU has)
 // against the in-memory predictor and the checked mapping walk, bit for bit,
-// on `with_nan` (blocks with NaN: the flag-aware scalar step), the same rows
-// without NaN (the compare-only step: a SIMD kernel when the file
-// qualifies, which must then walk every one of those rows — for float64
-// input, whose rows hold values float32 does not, none of them) and those
-// rounded to float32 (a SIMD kernel for every row when the file qualifies).
+// on `with_nan` (blocks with NaN: the routed kernels when the file
+// qualifies, else the flag-aware scalar step), the same rows without NaN
+// (the compare-only step or a kernel when the file qualifies, which must
+// then walk every one of those rows — for float64 input, whose rows hold
+// values float32 does not, not all of them) and both rounded to float32 (a
+// kernel for every row when the file qualifies: the test fails if a kernel
+// silently leaves rows to the scalar lanes).
 void ExpectEveryWalkMatches(const Forest& f, const std::string& bytes, const RowMatrix& with_nan,
                             const std::string& what) {
   const RowMatrix without_nan = WithoutNan(with_nan);
   const RowMatrix float32_values = AsFloat32Values(without_nan);
+  const RowMatrix float32_with_nan = AsFloat32Values(with_nan);
   const auto checked = EngineOver(bytes, false);
   EXPECT_EQ(checked->stats().warm_forest_bytes, 0u) << what;
   for (WarmIsa isa : kEveryIsa) {
     const auto fast = EngineOver(bytes, true, true, isa);
     const WarmIsa used = fast->stats().warm_isa;
     EXPECT_LE(static_cast<int>(used), static_cast<int>(isa)) << what;
-    const bool simd = TakesSimdPath(*fast, f);
+    const bool simd = TakesSimdPath(*fast, f, false);
+    const bool simd_nan = TakesSimdPath(*fast, f, true);
     const std::string on = what + " isa " + WarmIsaName(used);
     // A first request large enough to build the warm forest.
     std::vector<double> out;
     ASSERT_TRUE(fast->PredictAll(without_nan, false, 1, &out).ok());
     ASSERT_GT(fast->stats().warm_forest_bytes, 0u) << on;
-    for (const RowMatrix* rows : {&with_nan, &without_nan, &float32_values}) {
+    for (const RowMatrix* rows : {&with_nan, &without_nan, &float32_values, &float32_with_nan}) {
+      const bool nan = rows == &with_nan || rows == &float32_with_nan;
       const std::string w = on + (rows == &with_nan      ? " with NaN"
                                   : rows == &without_nan ? " without NaN"
+                                  : nan                  ? " float32 values with NaN"
                                                          : " float32 values");
       for (bool margin : {false, true}) {
         const std::vector<double> want = Reference(f, *rows, margin);
@@ -150,12 +183,15 @@ void ExpectEveryWalkMatches(const Forest& f, const std::string& bytes, const Row
           ASSERT_TRUE(fast->PredictAll(*rows, margin, threads, &b).ok()) << w;
           ExpectSameBits(b, want, w + " warm forest, threads " + std::to_string(threads));
           const uint64_t simd_rows = fast->stats().warm_simd_rows - simd_before;
-          if (rows == &without_nan && Float64Input(*fast)) {
+          if ((rows == &without_nan || rows == &with_nan) && Float64Input(*fast) &&
+              !AllFloat32(*rows)) {
             // Most values are not float32: the blocks holding one (some at
             // least) walk the scalar lanes.
             EXPECT_LT(simd_rows, rows->num_rows) << w;
-          } else if (rows != &with_nan) {
+          } else if (!nan) {
             EXPECT_EQ(simd_rows, simd ? rows->num_rows : 0u) << w;
+          } else if (simd_nan || !simd) {  // else: blocks without NaN may take the plain kernel
+            EXPECT_EQ(simd_rows, simd_nan ? rows->num_rows : 0u) << w;
           }
         }
         // Requests of 1..20 rows: lanes left idle, blocks not a multiple of the lanes.
@@ -216,7 +252,9 @@ TEST(WarmForest, LightgbmRulesOnFloat32NodesKeepTheBitsAndZeroAsMissingStaysScal
     const std::string bytes = Pack(*f, LayoutKind::kPacset, 4096, false);
     const auto e = EngineOver(bytes, true);
     ASSERT_EQ(e->file().header().node_format, static_cast<uint8_t>(NodeFormat::kCompact16));
-    ASSERT_EQ(TakesSimdPath(*e, *f), f == &nan_is_zero && e->stats().warm_isa != WarmIsa::kScalar);
+    ASSERT_EQ(TakesSimdPath(*e, *f, false),
+              f == &nan_is_zero && e->stats().warm_isa != WarmIsa::kScalar);
+    EXPECT_FALSE(TakesSimdPath(*e, *f, true));
     ExpectEveryWalkMatches(*f, bytes, MakeAdversarialRows(*f, 300, 12),
                            f == &nan_is_zero ? "NaN as zero" : "zero as missing");
   }
@@ -290,7 +328,7 @@ TEST(WarmForest, Float64ThresholdsTakeTheKernelsForFloat32ValuesAndKeepTheBits) 
     std::vector<double> got;
     ASSERT_TRUE(fast->PredictAll(rows, true, 1, &got).ok());
     ExpectSameBits(got, want, std::string("neighbour rows isa ") + WarmIsaName(isa));
-    EXPECT_EQ(fast->stats().warm_simd_rows, TakesSimdPath(*fast, f) ? rows.num_rows : 0u);
+    EXPECT_EQ(fast->stats().warm_simd_rows, TakesSimdPath(*fast, f, false) ? rows.num_rows : 0u);
   }
 }
 
@@ -307,6 +345,158 @@ TEST(WarmForest, SimdKernelsHandleUnevenPathsAndPartialBatches) {
   const Forest f = MakeRandomForest(spec);
   const RowMatrix rows = MakeAdversarialRows(f, 1000 + 37, 5);
   ExpectEveryWalkMatches(f, Pack(f, LayoutKind::kPacset, 4096, false), rows, "uneven");
+}
+
+// Rows for categorical splits: NaN in every column of some rows, and in the
+// others values around every category rule's edges — categories inside and
+// past every split's words (sets of more than 32 and 64 categories, and
+// `widest`), fractions, -0.5 (category 0 for LightGBM only), negatives,
+// +-0, +-inf, 2^24 and 2^31 and their neighbours, huge values — mixed with
+// the adversarial values of MakeAdversarialRows.
+RowMatrix CategoryEdgeRows(const Forest& f, size_t n, uint32_t widest, uint32_t seed) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const double edges[] = {0.0,
+                          -0.0,
+                          0.5,
+                          -0.5,
+                          -0.999,
+                          -1.0,
+                          -1e-40,
+                          1e-40,
+                          31.0,
+                          31.99,
+                          32.0,
+                          63.0,
+                          64.0,
+                          69.0,
+                          95.0,
+                          96.0,
+                          127.0,
+                          128.0,
+                          widest - 1.0,
+                          static_cast<double>(widest),
+                          widest + 0.5,
+                          16777215.0,
+                          16777216.0,
+                          2147483520.0,
+                          2147483648.0,
+                          4294967296.0,
+                          1e30,
+                          -1e30,
+                          inf,
+                          -inf,
+                          std::numeric_limits<double>::quiet_NaN()};
+  std::mt19937_64 rng(seed);
+  RowMatrix m = MakeAdversarialRows(f, n, seed);
+  for (size_t r = 0; r < n; ++r) {
+    double* row = &m.values[r * m.num_cols];
+    for (size_t c = 0; c < m.num_cols; ++c) {
+      if (r % 17 == 0) {
+        row[c] = std::numeric_limits<double>::quiet_NaN();
+      } else if (rng() % 2) {
+        row[c] = rng() % 3 ? static_cast<double>(rng() % (widest + 40))
+                           : edges[rng() % (sizeof(edges) / sizeof(edges[0]))];
+      }
+    }
+  }
+  return m;
+}
+
+// A forest whose numerical nodes keep only the default direction (no
+// LightGBM missing-value rules), with categorical splits of the flavor's
+// library rule.
+Forest CategoricalForest(testing::Flavor flavor, uint32_t seed) {
+  RandomForestSpec spec;
+  spec.flavor = flavor;
+  spec.trees = 30;
+  spec.max_depth = 10;
+  spec.categorical_probability = 0.5;
+  spec.seed = seed;
+  Forest f = MakeRandomForest(spec);
+  for (uint8_t& fl : f.flags)
+    if (!(fl & kCategorical)) fl &= static_cast<uint8_t>(~(kNanIsZero | kZeroIsMissing));
+  return f;
+}
+
+// Categorical forests of each library's rule (XGBoost: float32, one set
+// right; scikit-learn-like float32 sets both ways; LightGBM's float64
+// truncation, one set left) walk every row through the routed kernels —
+// rows with NaN in every column, categories in and past sets of 70
+// categories, negative, fractional, infinite and huge values — with the
+// in-memory predictor's bits, in every layout, compact and wide nodes.
+TEST(WarmForestSimdRouting, CategoricalForestsOfEachRuleTakeTheKernelsForEveryRowBitForBit) {
+  const std::pair<testing::Flavor, const char*> flavors[] = {
+      {testing::Flavor::kXgboost, "xgboost"},
+      {testing::Flavor::kSklearnProba, "sklearn-proba"},
+      {testing::Flavor::kLightgbm, "lightgbm"}};
+  for (const auto& [flavor, name] : flavors) {
+    const Forest f = CategoricalForest(flavor, 61);
+    ASSERT_GT(f.categorical_splits.size(), 20u) << name;
+    ASSERT_TRUE(RoutedKernelsTake(f)) << name;
+    const RowMatrix rows = CategoryEdgeRows(f, 400, 70, 3);
+    for (LayoutKind layout : {LayoutKind::kPacset, AllLayoutKinds().back()}) {
+      for (bool wide : {false, true}) {
+        ExpectEveryWalkMatches(f, Pack(f, layout, 4096, wide), rows,
+                               std::string(name) + " categorical " + LayoutKindName(layout) +
+                                   (wide ? " wide" : " compact"));
+      }
+    }
+  }
+}
+
+// One forest mixing the three category rules and all three outside
+// directions, float64 thresholds, and one split of 1,000 categories (so
+// every split's direction words are padded to 32 words): NaN, default
+// directions and each node's own rule, through the routed kernels.
+TEST(WarmForestSimdRouting, MixedRulesAndAWideSplitKeepTheBits) {
+  Forest f = CategoricalForest(testing::Flavor::kLightgbm, 67);
+  std::vector<uint32_t> left, right;
+  for (uint32_t c = 0; c < 1000; ++c)  // 0, 11, 22, ...: in neither set
+    if (c % 11) (c % 7 == 0 ? left : c % 3 == 0 ? right : left).push_back(c);
+  const uint32_t wide = AddCategoricalSplit(f, left, right, CategoryRule::kSklearn);
+  size_t k = 0;
+  for (size_t g = 0; g < f.flags.size(); ++g) {
+    if (!(f.flags[g] & kCategorical)) continue;
+    const auto split = static_cast<size_t>(f.threshold[g]);
+    const size_t pick = k++ % 4;
+    const OutsideDirection outside = pick == 0   ? OutsideDirection::kRight
+                                     : pick == 1 ? OutsideDirection::kLeft
+                                                 : OutsideDirection::kDefault;
+    f.categorical_splits[split].rule = static_cast<uint8_t>(pick == 0   ? CategoryRule::kLightgbm
+                                                            : pick == 1 ? CategoryRule::kXgboost
+                                                                        : CategoryRule::kSklearn);
+    if (pick == 3) f.threshold[g] = wide;
+    f.flags[g] = static_cast<uint8_t>(kCategorical | (k % 3 ? kDefaultLeft : 0) |
+                                      static_cast<uint8_t>(outside) << kOutsideShift);
+  }
+  ASSERT_GT(k, 20u);
+  const RowMatrix rows = CategoryEdgeRows(f, 500, 1000, 5);
+  for (bool wide_nodes : {false, true})
+    ExpectEveryWalkMatches(f, Pack(f, LayoutKind::kPacset, 4096, wide_nodes), rows,
+                           wide_nodes ? "mixed rules wide" : "mixed rules compact");
+}
+
+// Numerical forests with default directions (XGBoost, scikit-learn): rows
+// with NaN in every column go through the routed kernels with the bits of
+// the in-memory predictor; on values at, above and below every threshold.
+TEST(WarmForestSimdRouting, NanTakesEachNodesDefaultDirectionInTheKernels) {
+  for (testing::Flavor flavor : {testing::Flavor::kXgboost, testing::Flavor::kLightgbm}) {
+    RandomForestSpec spec;
+    spec.flavor = flavor;
+    spec.trees = 30;
+    spec.max_depth = 12;
+    spec.seed = 71;
+    Forest f = MakeRandomForest(spec);
+    for (uint8_t& fl : f.flags) fl &= static_cast<uint8_t>(~(kNanIsZero | kZeroIsMissing));
+    RowMatrix rows = ThresholdNeighbourRows(f, 500, 73);
+    std::mt19937_64 rng(79);
+    for (size_t r = 0; r < rows.num_rows; ++r)
+      for (size_t c = 0; c < rows.num_cols; ++c)
+        if (r % 13 == 0 || rng() % 4 == 0)
+          rows.values[r * rows.num_cols + c] = std::numeric_limits<double>::quiet_NaN();
+    ExpectEveryWalkMatches(f, Pack(f, LayoutKind::kPacset, 4096, false), rows,
+                           flavor == testing::Flavor::kXgboost ? "xgboost NaN" : "float64 NaN");
+  }
 }
 
 Forest SmallXgboostForest() {

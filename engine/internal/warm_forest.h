@@ -64,13 +64,30 @@ inline uint64_t WarmSplitIndex(double t) {
   return i;
 }
 
+// nodes32's feature words: the feature in the low 24 bits, and above it the
+// node's routing as the SIMD kernels read it (engine/internal/warm_simd.h),
+// so that a step gathers them with the threshold: the default direction,
+// and for a categorical node its kind, where a value outside its sets goes
+// (OutsideDirection resolved), and whether its rule truncates values in
+// (-1, 0) to category 0 (CategoryRule::kLightgbm). Every reader of nodes32
+// masks the feature with kWarmFeatureMask.
+inline constexpr uint32_t kWarmFeatureMask = (1u << 24) - 1;
+inline constexpr uint32_t kWarmDefaultLeftBit = 1u << 24;
+inline constexpr uint32_t kWarmCategoricalBit = 1u << 25;
+inline constexpr int kWarmOutsideLeftShift = 26;
+inline constexpr uint32_t kWarmOutsideLeftBit = 1u << kWarmOutsideLeftShift;
+inline constexpr uint32_t kWarmTruncatesBit = 1u << 27;
+
 struct WarmForest {
   // Compact files: the nodes. Wide files: the same nodes (nodes64) with each
   // threshold t rounded down to float32 (the largest float32 <= t, NaN
   // kept), which route every value float32 holds as t does — for such x,
   // x <= t iff x <= that float — so the SIMD kernels (float32 compares) can
-  // walk them for blocks of such rows; empty when kWarmSimdMaxNodes or more
-  // or when !plain_routing (the kernels are not used then).
+  // walk them for blocks of such rows; empty when kWarmSimdMaxNodes or more,
+  // when the file has more than kWarmFeatureMask + 1 features, or when
+  // neither plain_routing nor simd_routing (the kernels are not used then).
+  // Feature words as above; a categorical node's threshold holds its split's
+  // index, as in nodes64.
   std::vector<WarmNode<float>> nodes32;
   std::vector<WarmNode<double>> nodes64;  // wide files
   std::vector<uint8_t> flags;
@@ -86,6 +103,19 @@ struct WarmForest {
   // NaN a node then routes by `x <= threshold` alone (the default direction
   // and LightGBM's NaN-as-zero only concern NaN; model/routing.h GoesLeft).
   bool plain_routing = true;
+  // True when the SIMD kernels can walk any row, NaN included, through every
+  // node (numerical or categorical): no node uses LightGBM's NaN-as-zero or
+  // zero-as-missing rules, nodes32 is built, and the direction words fit.
+  bool simd_routing = false;
+  // The categorical splits as the SIMD kernels read them: per split s, two
+  // bitsets of 2^direction_shift words each, at (2s + o) << direction_shift:
+  // bit c says whether category c goes left when a value outside the
+  // split's sets goes right (o = 0: the left set) or left (o = 1: the left
+  // set and every category not in the right set). A category past the
+  // bitsets (or no category) goes the node's outside way; the words are
+  // padded to the widest split so that a node needs no length of its own.
+  std::vector<uint32_t> direction_words;
+  uint32_t direction_shift = 0;
   // When every leaf a walk can end on is an inline value (XGBoost, LightGBM
   // regression): per entry of `leaves`, that value (entries [0, num_outputs),
   // the one-hot classes, are never reached then), so adding a leaf is one
@@ -96,7 +126,7 @@ struct WarmForest {
   uint64_t bytes() const {
     return nodes32.size() * sizeof(nodes32[0]) + nodes64.size() * sizeof(nodes64[0]) +
            flags.size() + leaves.size() * 8 + records.size() * 8 + roots.size() * 4 +
-           leaf_values.size() * 4;
+           leaf_values.size() * 4 + direction_words.size() * 4;
   }
 };
 

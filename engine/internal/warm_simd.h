@@ -4,12 +4,20 @@
 // run time: the library itself needs only x86-64 (or any other target, where
 // only the scalar loop exists).
 //
-// A kernel routes by `x <= threshold` alone on float32 values and
-// WarmForest::nodes32: the caller uses it only for blocks of rows without
-// NaN through a forest with no LightGBM zero-as-missing node
-// (WarmForest::plain_routing), where that is what GoesLeft gives
-// (model/routing.h), and, for a float64-input forest, only for blocks whose
-// every value float32 holds exactly (then x <= t iff x <= nodes32's t). It
+// The kernels walk WarmForest::nodes32 on float32 values. Two kinds:
+//   plain: routes by `x <= threshold` alone; the caller uses it only for
+//     blocks of rows without NaN through a forest with no categorical node
+//     and no LightGBM zero-as-missing node (WarmForest::plain_routing),
+//     where that is what GoesLeft gives (model/routing.h);
+//   routed: GoesLeft and CategoricalGoesLeft for any row, NaN included,
+//     through a forest of WarmForest::simd_routing: NaN goes the node's
+//     default direction (an ordered compare for default-left nodes, an
+//     unordered one for the others); a categorical node's value becomes a
+//     category by its rule and takes its bit of the split's direction words
+//     (one gather), or the node's outside direction past them.
+// For a float64-input forest the caller uses either only for blocks whose
+// every value float32 holds (NaN included): then x <= t iff x <= nodes32's
+// t, and a value's category is the same in either precision. A kernel
 // returns, per row, the leaf its walk ends on; the caller adds the leaves
 // tree by tree, so every row still adds its trees in order and sums keep
 // their bits.
@@ -40,19 +48,26 @@ bool AnyNan(const T* v, size_t n) {
   return nan != 0;
 }
 
+// What a kernel reads of the warm forest.
+struct WarmKernelForest {
+  const WarmNode<float>* nodes = nullptr;  // WarmForest::nodes32
+  const uint32_t* direction_words = nullptr;
+  uint32_t direction_shift = 0;
+};
+
 // For every row r < nrows of `x` (feature f of row r at x[r * nf + f]: the
 // caller's own row-major float32 values where it has them): leaf[r] = the
 // child reference (< 0, ~index into WarmForest::leaves) its walk from node
 // `root` (>= 0) ends on. Requires fewer than kWarmSimdMaxNodes nodes and
 // nrows * nf < 2^31 (gather indices are int32).
-using WarmTreeKernel = void (*)(const WarmNode<float>* nodes, int32_t root, const float* x,
+using WarmTreeKernel = void (*)(const WarmKernelForest& forest, int32_t root, const float* x,
                                 uint32_t nrows, uint32_t nf, int32_t* leaf);
 
 inline constexpr uint64_t kWarmSimdMaxNodes = uint64_t{1} << 29;
 
 // What ToFloat32 found among the values it converted (bits).
 inline constexpr uint32_t kFoundNan = 1;
-// A value float32 cannot hold exactly (NaN included): a float64-input forest
+// A value float32 cannot hold exactly (NaN is held): a float64-input forest
 // then needs the float64 compare for that block (see WarmForest::nodes32).
 inline constexpr uint32_t kFoundNotFloat32 = 2;
 
@@ -66,7 +81,7 @@ inline uint32_t ToFloat32(const double* v, size_t n, float* x) {
     for (int j = 0; j < 16; ++j) {
       const float f = static_cast<float>(v[i + j]);
       a += v[i + j] != v[i + j];
-      b += static_cast<double>(f) != v[i + j];  // NaN too
+      b += (static_cast<double>(f) != v[i + j]) & (v[i + j] == v[i + j]);
       x[i + j] = f;
     }
     nan |= a;
@@ -75,7 +90,7 @@ inline uint32_t ToFloat32(const double* v, size_t n, float* x) {
   for (; i < n; ++i) {
     const float f = static_cast<float>(v[i]);
     nan |= v[i] != v[i];
-    inexact |= static_cast<double>(f) != v[i];
+    inexact |= (static_cast<double>(f) != v[i]) & (v[i] == v[i]);
     x[i] = f;
   }
   return (nan ? kFoundNan : 0) | (inexact ? kFoundNotFloat32 : 0);
@@ -88,8 +103,9 @@ inline uint32_t ToFloat32(const double* v, size_t n, float* x) {
 // when kAuto meets a PACSET_ISA value that is none of those.
 Status ResolveWarmIsa(WarmIsa requested, WarmIsa* resolved);
 
-// The kernel of `isa`; nullptr for kScalar (the portable lane loop of
-// engine/warm_walk.cc).
-WarmTreeKernel WarmTreeKernelFor(WarmIsa isa);
+// The kernel of `isa`, plain or routed (above); nullptr for kScalar (the
+// portable lane loop of engine/warm_walk.cc). `categorical`: a routed
+// kernel for a forest with categorical nodes (one without them takes none).
+WarmTreeKernel WarmTreeKernelFor(WarmIsa isa, bool routed, bool categorical);
 
 }  // namespace pacset::internal

@@ -461,7 +461,7 @@ class Forest:
         return cls(_core.from_arrays(spec, trees, pack))
 
 
-def open(path, *, verify_blocks=True, max_in_flight=None, sequential_reads=True):
+def open(path, *, verify_blocks=True, max_in_flight=None, sequential_reads=True, isa="auto"):
     """Maps a .pac file (a local file or NAME.pac on a pacsetfs mount): only
     the blocks predictions touch are read.
 
@@ -472,12 +472,15 @@ def open(path, *, verify_blocks=True, max_in_flight=None, sequential_reads=True)
     sequential_reads: a request of many rows that would touch a large part of
     the forest (at least one tree walk per 8 node blocks) reads the node
     region sequentially, which is faster; False reads only the blocks the
-    rows' walks need (what a per-host block trace should show)."""
+    rows' walks need (what a per-host block trace should show).
+    isa: the widest instruction set warm predictions may use: "auto" (the
+    widest this CPU has, capped by PACSET_ISA), "scalar", "avx2" or "avx512"
+    (capped by the CPU); info()["warm_isa"] says which one runs."""
     if max_in_flight is not None and int(max_in_flight) < 1:
         raise ValueError("max_in_flight must be at least 1")
     return Forest(_core.open(os.fspath(path), bool(verify_blocks),
                              0 if max_in_flight is None else int(max_in_flight),
-                             bool(sequential_reads)))
+                             bool(sequential_reads), str(isa)))
 
 
 def _sklearn_forest(est, name, pack):

@@ -12,6 +12,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -222,7 +223,15 @@ py::bytes ReadHead(const std::string& path, size_t n) {
 }
 
 std::shared_ptr<PyForest> Open(const std::string& path, bool verify_blocks, uint32_t max_in_flight,
-                               bool sequential_reads) {
+                               bool sequential_reads, const std::string& isa) {
+  static const std::pair<const char*, WarmIsa> kIsas[] = {{"auto", WarmIsa::kAuto},
+                                                          {"scalar", WarmIsa::kScalar},
+                                                          {"avx2", WarmIsa::kAvx2},
+                                                          {"avx512", WarmIsa::kAvx512}};
+  const auto* named = std::find_if(std::begin(kIsas), std::end(kIsas),
+                                   [&](const auto& k) { return isa == k.first; });
+  if (named == std::end(kIsas))
+    throw py::value_error("isa must be auto, scalar, avx2 or avx512, not '" + isa + "'");
   StatusOr<std::unique_ptr<PacFile>> file = Status::Internal("not opened");
   {
     py::gil_scoped_release nogil;
@@ -232,6 +241,7 @@ std::shared_ptr<PyForest> Open(const std::string& path, bool verify_blocks, uint
   options.verify_blocks = verify_blocks;
   options.max_in_flight = max_in_flight;  // 0: the source's default
   options.sequential_reads = sequential_reads;
+  options.warm_isa = named->second;
   return Wrap(Take(std::move(file)), options, path);
 }
 
@@ -501,7 +511,7 @@ PYBIND11_MODULE(_core, m) {
   m.def("read_head", &ReadHead, py::arg("path"), py::arg("n"));
   m.def("open", &Open, py::arg("path"), py::arg("verify_blocks") = true,
         py::arg("max_in_flight") = EngineOptions().max_in_flight,
-        py::arg("sequential_reads") = EngineOptions().sequential_reads);
+        py::arg("sequential_reads") = EngineOptions().sequential_reads, py::arg("isa") = "auto");
   m.def("from_buffer", &FromBuffer, py::arg("buffer"), py::arg("name"));
   m.def("load_file", &LoadFile, py::arg("path"), py::arg("format"), py::arg("pack"));
   m.def("load_xgboost", &LoadXgboost, py::arg("raw"), py::arg("ubjson"), py::arg("name"),

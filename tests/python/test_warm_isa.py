@@ -1,13 +1,15 @@
 """PACSET_ISA caps the warm loop's instruction set (engine/internal/warm_simd.h):
 with each value, in a fresh process (the variable is read once), a .pac file
-predicts XGBoost's bits on adversarial rows — rows without NaN through the
-SIMD kernel the machine has, rows with NaN through the scalar walk — and
-names what it used."""
+predicts XGBoost's bits on adversarial rows — rows with and without NaN
+through the SIMD kernels the machine has — and names what it used.
+pacset.open(isa=...) asks for one in-process; a categorical XGBoost model
+with NaN keeps its bits there, through the kernels (warm_simd_rows)."""
 import os
 import subprocess
 import sys
 
 import numpy as np
+import pytest
 import xgboost as xgb
 
 import pacset
@@ -60,7 +62,7 @@ def test_every_isa_predicts_xgboosts_bits(data, tmp_path):
                 assert np.array_equal(g, want), (name, isa, used)
             if used == "scalar":
                 assert simd_rows == 0, (name, isa)
-            elif name == "without NaN":
+            else:
                 assert simd_rows > 0, (name, isa, used)
 
 
@@ -83,3 +85,35 @@ def test_an_unknown_pacset_isa_is_an_error_naming_it(data, tmp_path):
     assert child.returncode != 0
     assert "PACSET_ISA=avx3: expected scalar, avx2, avx512 or auto" in child.stderr, child.stderr
     assert not (tmp_path / "out2.npy").exists()
+
+
+def test_open_isa_runs_the_kernels_asked_for_on_categorical_rows_with_nan(tmp_path):
+    rng = np.random.default_rng(5)
+    codes = rng.integers(0, 70, size=(3000, 3)).astype(np.float32)
+    num = rng.normal(size=(3000, 3)).astype(np.float32)
+    X = np.hstack([codes, num])
+    y = (codes[:, 0] % 3 == 0) ^ (num[:, 0] > 0)
+    d = xgb.DMatrix(X, label=y, feature_types=["c"] * 3 + ["q"] * 3, enable_categorical=True)
+    booster = xgb.train({"objective": "binary:logistic", "max_depth": 6, "tree_method": "hist",
+                         "max_cat_to_onehot": 1}, d, 30)
+    rows = X[:600].copy()
+    rows[::7] = np.nan  # whole rows of NaN
+    rows[1::5, 0] = rng.choice([-1.0, -0.5, -0.0, 69.5, 70.0, 1e9, np.inf, -np.inf], size=120)
+    rows[2::5, 3] = np.nan
+    want = booster.inplace_predict(rows)
+    pac = tmp_path / "m.pac"
+    pacset.load(booster).save(str(pac))
+    with pytest.raises(ValueError, match="isa must be auto, scalar, avx2 or avx512"):
+        pacset.open(str(pac), isa="avx3")
+    order = ["scalar", "avx2", "avx512"]
+    for isa in order:
+        forest = pacset.open(str(pac), isa=isa)
+        for _ in range(3):  # enough warm work to build the warm forest
+            got = forest.predict(rows, n_threads=1)
+            assert np.array_equal(got, want), isa
+        info = forest._core.info()
+        assert order.index(info["warm_isa"]) <= order.index(isa), (isa, info["warm_isa"])
+        if info["warm_isa"] == "scalar":
+            assert info["warm_simd_rows"] == 0, isa
+        else:  # every row of the last requests took a kernel
+            assert info["warm_simd_rows"] >= len(rows), (isa, info["warm_simd_rows"])
