@@ -149,9 +149,10 @@ int main(int argc, char** argv) {
     const PassResult s = RunPass(path, rate, exact.footprint);
     std::printf("rate %-6g:  %7.1f s  peak RSS %7.1f MiB\n", rate, s.seconds, s.rss_mib);
     for (int k = 6; k >= 0; --k)
-      std::printf("   cache 1/%-3d of footprint: exact %.4f sampled %.4f  |diff| %.4f  bound "
-                  "+-%.4f (size +-%.1f%%)\n",
-                  1 << k, exact.ratio[k], s.ratio[k], std::fabs(s.ratio[k] - exact.ratio[k]),
-                  s.error[k], 100 * s.size_error[k]);
+      std::printf(
+          "   cache 1/%-3d of footprint: exact %.4f sampled %.4f  |diff| %.4f  bound "
+          "+-%.4f (size +-%.1f%%)\n",
+          1 << k, exact.ratio[k], s.ratio[k], std::fabs(s.ratio[k] - exact.ratio[k]), s.error[k],
+          100 * s.size_error[k]);
   }
 }

@@ -22,8 +22,8 @@
 #include "model/predict.h"
 #include "protocol/control.h"
 #include "tools/helper_programs.h"
-#include "trace/analysis/trace_compare.h"
 #include "trace/analysis/miss_ratio.h"
+#include "trace/analysis/trace_compare.h"
 #include "trace/analysis/trace_html.h"
 #include "trace/analysis/trace_report.h"
 #include "trace/request_marks.h"
@@ -174,7 +174,8 @@ Status RunReport(const ReportCliOptions& o) {
       have_regions = true;
     }
     PACSET_RETURN_IF_ERROR(WriteFileAtomically(
-        o.html, RenderReportHtml(report, have_regions ? &regions : nullptr, regions_forest, &memory)));
+        o.html,
+        RenderReportHtml(report, have_regions ? &regions : nullptr, regions_forest, &memory)));
   }
   if (o.json) {
     nlohmann::json j = report.ToJson();
@@ -204,8 +205,11 @@ Status RunMrc(const MrcCliOptions& o) {
     nlohmann::json at = nlohmann::json::array();
     for (uint64_t c : sizes) {
       const MissRatioPoint p = m.all.At(c);
-      at.push_back({{"cache", c}, {"miss_ratio", p.miss_ratio}, {"misses", p.misses},
-                    {"error", p.error}, {"size_error", p.size_error}});
+      at.push_back({{"cache", c},
+                    {"miss_ratio", p.miss_ratio},
+                    {"misses", p.misses},
+                    {"error", p.error},
+                    {"size_error", p.size_error}});
     }
     j["at"] = at;
     std::printf("%s\n", j.dump(2).c_str());

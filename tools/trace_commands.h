@@ -39,8 +39,8 @@ struct MrcCliOptions {
   double sample_rate = 1.0;  // 1: the exact pass; below: SHARDS sampling of blocks
   uint64_t seed = 0;
   bool csv = false, json = false;
-  size_t points = 200;              // per curve in CSV and JSON
-  std::vector<std::string> sizes;   // also print the curve at these cache sizes
+  size_t points = 200;             // per curve in CSV and JSON
+  std::vector<std::string> sizes;  // also print the curve at these cache sizes
 };
 // `pacset-trace mrc`: the miss-ratio curves of a trace (trace/analysis/miss_ratio.h).
 Status RunMrc(const MrcCliOptions& options);

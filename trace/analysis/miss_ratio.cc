@@ -57,7 +57,8 @@ struct MissRatioBuilder::State {
 
   uint64_t Capacity() const { return tree.size() - 1; }
   void Add(uint64_t pos, int64_t delta) {
-    for (uint64_t i = pos; i < tree.size(); i += i & (~i + 1)) tree[i] += static_cast<uint64_t>(delta);
+    for (uint64_t i = pos; i < tree.size(); i += i & (~i + 1))
+      tree[i] += static_cast<uint64_t>(delta);
   }
   uint64_t Prefix(uint64_t pos) const {  // sum over [1, pos]
     uint64_t s = 0;
@@ -119,7 +120,8 @@ void MissRatioBuilder::Access(uint64_t key, uint32_t bytes) {
     s.total -= it->second.bytes;
     if (s.unit != UINT32_MAX) {
       const uint64_t i = distance / s.unit;  // <= the live blocks
-      if (i >= s.by_units.size()) s.by_units.resize(std::max<uint64_t>(i + 1, 2 * s.by_units.size()));
+      if (i >= s.by_units.size())
+        s.by_units.resize(std::max<uint64_t>(i + 1, 2 * s.by_units.size()));
       ++s.by_units[i];
     } else {
       ++s.histogram[distance];
@@ -290,16 +292,16 @@ nlohmann::json MissRatioCurve::ToJson(size_t max_points) const {
                       {"footprint", footprint_bytes()}};
   if (!exact()) j["sampled_accesses"] = sampled_accesses_;
   nlohmann::json targets = nlohmann::json::object();
-  for (const auto& [name, h] : {std::pair<const char*, double>{"90", 0.9}, {"99", 0.99},
-                                {"99.9", 0.999}}) {
+  for (const auto& [name, h] :
+       {std::pair<const char*, double>{"90", 0.9}, {"99", 0.99}, {"99.9", 0.999}}) {
     auto b = BytesForHitRatio(h);
     targets[name] = b ? nlohmann::json(*b) : nlohmann::json(nullptr);
   }
   j["memory_for_hit_ratio"] = targets;
   nlohmann::json pts = nlohmann::json::array();
   for (const auto& p : Points(max_points)) {
-    nlohmann::json q = {{"cache", p.cache_bytes}, {"miss_ratio", p.miss_ratio},
-                        {"misses", p.misses}};
+    nlohmann::json q = {
+        {"cache", p.cache_bytes}, {"miss_ratio", p.miss_ratio}, {"misses", p.misses}};
     if (!exact()) {
       q["error"] = p.error;
       q["size_error"] = p.size_error;
@@ -340,8 +342,8 @@ StatusOr<MissRatioReport> ComputeMissRatio(const std::string& path,
   while (reader->Next(&r)) {
     switch (r.type) {
       case TraceRecordType::kForestInfo: {
-        auto [it, fresh] = gen_ids.try_emplace({r.forest, r.generation},
-                                               static_cast<uint32_t>(gen_bytes.size()));
+        auto [it, fresh] =
+            gen_ids.try_emplace({r.forest, r.generation}, static_cast<uint32_t>(gen_bytes.size()));
         if (fresh) {
           gen_bytes.push_back(r.bytes);
           gen_forest.push_back(r.forest);
@@ -354,8 +356,8 @@ StatusOr<MissRatioReport> ComputeMissRatio(const std::string& path,
           ++out.failed_accesses;
           break;
         }
-        auto [it, fresh] = gen_ids.try_emplace({r.forest, r.generation},
-                                               static_cast<uint32_t>(gen_bytes.size()));
+        auto [it, fresh] =
+            gen_ids.try_emplace({r.forest, r.generation}, static_cast<uint32_t>(gen_bytes.size()));
         if (fresh) {
           gen_bytes.push_back(0);
           gen_forest.push_back(r.forest);
@@ -483,8 +485,8 @@ std::string MissRatioReport::ToCsv(size_t max_points) const {
   auto emit = [&](const std::string& name, const MissRatioCurve& c) {
     for (const auto& p : c.Points(max_points)) {
       std::snprintf(line, sizeof(line), ",%llu,%.9g,%.9g,%.6g,%.6g\n",
-                    static_cast<unsigned long long>(p.cache_bytes), p.miss_ratio, p.misses,
-                    p.error, p.size_error);
+                    static_cast<unsigned long long>(p.cache_bytes), p.miss_ratio, p.misses, p.error,
+                    p.size_error);
       out += CsvField(name) + line;
     }
   };

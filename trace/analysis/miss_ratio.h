@@ -109,7 +109,7 @@ class MissRatioCurve {
   std::vector<std::pair<uint64_t, uint64_t>> distances_;
   // Sampled pass: per sampled block, its accesses' (scaled) distances, for
   // the error bound (index into `block_distances_`, by block).
-  std::vector<uint32_t> block_first_;     // offsets, one per block plus one
+  std::vector<uint32_t> block_first_;      // offsets, one per block plus one
   std::vector<uint64_t> block_distances_;  // per block, ascending; cold = UINT64_MAX
 };
 
@@ -158,8 +158,8 @@ struct ForestMissRatio {
 // daemon has one cache for all its forests).
 struct MissRatioReport {
   std::string path;
-  uint64_t accesses = 0;         // access records
-  uint64_t failed_accesses = 0;  // not counted (a failed fetch is not cached)
+  uint64_t accesses = 0;          // access records
+  uint64_t failed_accesses = 0;   // not counted (a failed fetch is not cached)
   uint64_t unsized_accesses = 0;  // of forests with no forest-info record (v2): not counted
   uint64_t drops = 0;
   uint64_t dropped_events = 0;  // the daemon's queue overflowed: the curve misses them
