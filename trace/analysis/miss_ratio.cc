@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <unordered_map>
 
 #include "trace/trace_reader.h"
@@ -95,6 +96,12 @@ MissRatioBuilder::MissRatioBuilder(double rate, uint64_t seed) : s_(std::make_un
   s_->rate = static_cast<double>(s_->threshold) / static_cast<double>(uint64_t{1} << kSampleBits);
 }
 MissRatioBuilder::~MissRatioBuilder() = default;
+
+MissRatioBuilder MissRatioBuilder::Copy() const {
+  MissRatioBuilder b(s_->rate, s_->seed);
+  *b.s_ = *s_;
+  return b;
+}
 MissRatioBuilder::MissRatioBuilder(MissRatioBuilder&&) noexcept = default;
 
 void MissRatioBuilder::Access(uint64_t key, uint32_t bytes) {
@@ -335,9 +342,12 @@ StatusOr<MissRatioReport> ComputeMissRatio(const std::string& path,
   // (forest, generation) -> dense id; its block size (0: unknown) and forest.
   std::map<std::pair<uint32_t, uint64_t>, uint32_t> gen_ids;
   std::vector<uint32_t> gen_bytes, gen_forest;
+  // While the trace has shown one forest, `all` is that forest's builder too
+  // (half the memory); at the second forest it is copied into `per_forest`.
+  MissRatioBuilder all(options.sample_rate, options.seed);
+  std::optional<uint32_t> only_forest;
   std::map<uint32_t, MissRatioBuilder> per_forest;  // grows only with accesses read
   std::map<uint32_t, uint32_t> forest_block_size;
-  MissRatioBuilder all(options.sample_rate, options.seed);
   TraceRecord r;
   while (reader->Next(&r)) {
     switch (r.type) {
@@ -369,9 +379,13 @@ StatusOr<MissRatioReport> ComputeMissRatio(const std::string& path,
           break;
         }
         const uint64_t key = (static_cast<uint64_t>(it->second) << kBlockBits) | r.block;
+        if (!only_forest) only_forest = r.forest;
+        if (per_forest.empty() && *only_forest != r.forest)
+          per_forest.emplace(*only_forest, all.Copy());
         all.Access(key, bytes);
-        per_forest.try_emplace(r.forest, options.sample_rate, options.seed)
-            .first->second.Access(key, bytes);
+        if (!per_forest.empty())
+          per_forest.try_emplace(r.forest, options.sample_rate, options.seed)
+              .first->second.Access(key, bytes);
         if (sized) forest_block_size[r.forest] = bytes;
         break;
       }
@@ -380,6 +394,8 @@ StatusOr<MissRatioReport> ComputeMissRatio(const std::string& path,
         if (r.forest == 0) {
           all.DropAll();
           for (auto& [id, b] : per_forest) b.DropAll();
+        } else if (per_forest.empty()) {
+          if (only_forest == r.forest) all.DropAll();  // all it holds
         } else if (auto f = per_forest.find(r.forest); f != per_forest.end()) {
           // The forest's own builder holds exactly its live keys (the same
           // sample): the work is bounded by the accesses since its last drop.
@@ -395,6 +411,14 @@ StatusOr<MissRatioReport> ComputeMissRatio(const std::string& path,
     }
   }
   const uint32_t unit = sized ? 1 : 0;
+  if (per_forest.empty() && only_forest) {
+    ForestMissRatio f;
+    f.id = *only_forest;
+    f.name = reader->ForestName(f.id);
+    f.block_size = sized ? forest_block_size[f.id] : 0;
+    f.curve = all.Finish(unit);
+    out.forests.push_back(std::move(f));
+  }
   for (const auto& [id, b] : per_forest) {
     ForestMissRatio f;
     f.id = id;

@@ -12,7 +12,9 @@
 // of the same reads at another `cache_size`. Not in the trace: the page
 // cache's hits (they never reach the daemon) and the daemon's own re-reads
 // of blocks it pushes into the page cache (`push_blocks`; they touch the
-// LRU order, so predictions are exact with `-o no_push_blocks`).
+// LRU order, and fill the reader's page cache, which then answers reads a
+// smaller daemon cache would have fetched: predictions hold with
+// `-o no_push_blocks`; with pushes the daemon fetches fewer than predicted).
 //
 // The cache is bounded in bytes and holds whole blocks, least recently used
 // evicted first, so it always holds the longest most-recent prefix of the
@@ -122,6 +124,7 @@ class MissRatioBuilder {
   MissRatioBuilder(const MissRatioBuilder&) = delete;
   MissRatioBuilder& operator=(const MissRatioBuilder&) = delete;
   MissRatioBuilder(MissRatioBuilder&&) noexcept;
+  MissRatioBuilder Copy() const;  // explicit: the state is O(distinct blocks)
 
   // One access of block `key` (any 64-bit identity, e.g. a hash of forest,
   // generation and block), of `bytes` bytes (> 0; 1 to count in blocks).

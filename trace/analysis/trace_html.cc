@@ -387,10 +387,14 @@ std::string MissRatioSvg(const MissRatioReport& m) {
     auto b = main.BytesForHitRatio(targets[i]);
     if (!b || !*b) continue;
     const double x = X(*b);
-    s +=
-        Fmt("<line class=\"target\" x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#111\" "
-            "stroke-dasharray=\"4,3\"/><text x=\"%.1f\" y=\"%d\" fill=\"#111\">%s hits: %s</text>",
-            x, top, x, top + hh, x + 3, top + 12 + 13 * i, names[i], Esc(size_text(*b)).c_str());
+    // Labels left of the line in the right half: clear of the legend.
+    const bool right = x > left + w * 0.6;
+    s += Fmt(
+        "<line class=\"target\" x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#111\" "
+        "stroke-dasharray=\"4,3\"/><text x=\"%.1f\" y=\"%d\" fill=\"#111\" text-anchor=\"%s\">%s "
+        "hits: %s</text>",
+        x, top, x, top + hh, right ? x - 3 : x + 3, top + 12 + 13 * i, right ? "end" : "start",
+        names[i], Esc(size_text(*b)).c_str());
   }
   // One step line per curve: the ratio holds from a size up to the next.
   for (size_t i = 0; i < curves.size(); ++i) {
