@@ -205,16 +205,45 @@ MissRatioCurve MissRatioBuilder::Finish(uint32_t unit_bytes) const {
       ++c.block_first_[id + 1];
     }
     for (size_t i = 1; i < c.block_first_.size(); ++i) c.block_first_[i] += c.block_first_[i - 1];
+    if (c.sampled_accesses_) {
+      const uint64_t mid = c.footprint_bytes() / 4;
+      c.by_expected_sample_ = c.ErrorBound(mid, true) < c.ErrorBound(mid, false);
+    }
   }
   return c;
 }
 
 // ---- MissRatioCurve ----
 
+// A sampled pass has two estimators of the miss ratio (miss_ratio.h): by the
+// sampled accesses (better when popularity is even) or by the expected
+// sample, rate x all accesses (SHARDS-adj; better when a few blocks are
+// hot); Finish keeps the one whose bound is smaller.
+double MissRatioCurve::ToRatio(uint64_t sampled_misses) const {
+  if (!accesses_ || !sampled_accesses_) return 0;
+  const double base = exact() || !by_expected_sample_ ? static_cast<double>(sampled_accesses_)
+                                                      : rate_ * static_cast<double>(accesses_);
+  return std::min(1.0, static_cast<double>(sampled_misses) / base);
+}
+
+double MissRatioCurve::ErrorBound(uint64_t cache_bytes, bool by_expected_sample) const {
+  const double n_all = static_cast<double>(accesses_);
+  const double n_s = static_cast<double>(sampled_accesses_);
+  const double ratio = static_cast<double>(sampled_accesses_ - SampledHits(cache_bytes)) / n_s;
+  double sum_sq = 0;
+  for (size_t b = 0; b + 1 < block_first_.size(); ++b) {
+    const auto first = block_distances_.begin() + block_first_[b];
+    const auto last = block_distances_.begin() + block_first_[b + 1];
+    const double m = static_cast<double>(last - std::upper_bound(first, last, cache_bytes));
+    const double a = by_expected_sample ? m : m - ratio * static_cast<double>(last - first);
+    sum_sq += a * a;
+  }
+  return std::sqrt(std::log(2 / kDelta) * sum_sq / (2 * rate_)) /
+         (by_expected_sample ? rate_ * n_all : n_s);
+}
+
 double MissRatioCurve::cold_misses() const {
-  if (!sampled_accesses_) return 0;
-  return static_cast<double>(sampled_cold_) / static_cast<double>(sampled_accesses_) *
-         static_cast<double>(accesses_);
+  return ToRatio(sampled_cold_) * static_cast<double>(accesses_);
 }
 
 uint64_t MissRatioCurve::SampledHits(uint64_t cache_bytes) const {
@@ -224,9 +253,8 @@ uint64_t MissRatioCurve::SampledHits(uint64_t cache_bytes) const {
 }
 
 double MissRatioCurve::MissRatio(uint64_t cache_bytes) const {
-  if (!sampled_accesses_) return 0;
-  return static_cast<double>(sampled_accesses_ - SampledHits(cache_bytes)) /
-         static_cast<double>(sampled_accesses_);
+  if (cache_bytes == 0 && accesses_) return 1;  // known without sampling
+  return ToRatio(sampled_accesses_ - SampledHits(cache_bytes));
 }
 
 double MissRatioCurve::Misses(uint64_t cache_bytes) const {
@@ -239,19 +267,8 @@ MissRatioPoint MissRatioCurve::At(uint64_t cache_bytes) const {
   p.cache_bytes = cache_bytes;
   p.miss_ratio = MissRatio(cache_bytes);
   p.misses = Misses(cache_bytes);
-  if (exact() || !sampled_accesses_) return p;
-  // Hoeffding over the sampled blocks (see the header).
-  double sum_sq = 0;
-  for (size_t b = 0; b + 1 < block_first_.size(); ++b) {
-    const auto first = block_distances_.begin() + block_first_[b];
-    const auto last = block_distances_.begin() + block_first_[b + 1];
-    const double n = static_cast<double>(last - first);
-    const double m = static_cast<double>(last - std::upper_bound(first, last, cache_bytes));
-    const double a = m - p.miss_ratio * n;
-    sum_sq += a * a;
-  }
-  p.error = std::sqrt(std::log(2 / kDelta) * sum_sq / (2 * rate_)) /
-            static_cast<double>(sampled_accesses_);
+  if (exact() || !sampled_accesses_ || cache_bytes == 0) return p;
+  p.error = ErrorBound(cache_bytes, by_expected_sample_);
   const double blocks =
       static_cast<double>(cache_bytes) / std::max<double>(1, unit_bytes_ ? max_block_bytes_ : 1);
   p.size_error = blocks > 0 ? std::sqrt(3 * std::log(2 / kDelta) / (rate_ * blocks)) : 1;
@@ -259,12 +276,12 @@ MissRatioPoint MissRatioCurve::At(uint64_t cache_bytes) const {
 }
 
 std::optional<uint64_t> MissRatioCurve::BytesForHitRatio(double hit_ratio) const {
-  if (!sampled_accesses_) return 0;
-  // misses <= (1 - h) N, in integers where the rounding of h would matter.
-  const double allowed = (1 - hit_ratio) * static_cast<double>(sampled_accesses_) + 1e-9;
-  if (static_cast<double>(sampled_accesses_) <= allowed) return 0;
+  if (!accesses_) return 0;
+  // ratio <= 1 - h, with room for the rounding of h.
+  const double allowed = 1 - hit_ratio + 1e-12;
+  if (ToRatio(sampled_accesses_) <= allowed) return 0;
   for (const auto& [d, hits] : distances_)
-    if (static_cast<double>(sampled_accesses_ - hits) <= allowed) return d;
+    if (ToRatio(sampled_accesses_ - hits) <= allowed) return d;
   return std::nullopt;
 }
 

@@ -34,14 +34,20 @@
 //
 // Sampled pass (SHARDS, Waldspurger et al., FAST '15): only blocks whose
 // hash falls under `rate` are tracked; distances among them, divided by the
-// rate, estimate the true distances. Memory O(rate x (D + N)).
-// Error bound, stated per cache size c (MissRatioPoint):
+// rate, estimate the true distances. Memory O(rate x (D + N)). The miss
+// ratio at c is estimated either as sampled misses / sampled accesses (a
+// ratio estimator) or as sampled misses / (rate x N), N = all accesses
+// (SHARDS-adj's scaling: a hot block in or out of the sample moves it by its
+// misses, not its accesses); the pass keeps the one whose bound at a quarter
+// of the footprint is smaller. Error bound, per cache size c (MissRatioPoint):
 //  - vertical: blocks are in or out of the sample independently, so with
-//    probability >= 1 - delta (delta = 1%) the estimated miss ratio at c is
-//    within eps(c) = sqrt(ln(2/delta) * S / (2 rate)) / N_s of the ratio the
-//    same distances give on the whole trace (Hoeffding over the sampled
-//    blocks' terms a_b = misses_b(c) - ratio(c) * accesses_b, S = sum of
-//    a_b^2 over the sampled blocks, N_s = sampled accesses);
+//    probability >= 1 - delta (delta = 1% per estimator) the estimate at c is
+//    within eps(c) = sqrt(ln(2/delta) * S / (2 rate)) / B of the ratio the
+//    same distances give on the whole trace (Hoeffding over the blocks'
+//    terms: a_b = m_b - ratio(c) n_b and B = sampled accesses for the ratio
+//    estimator, a_b = m_b and B = rate x N for the other; m_b, n_b = the
+//    block's misses at c and accesses; S = sum of a_b^2 over the sampled
+//    blocks, an estimate of rate x the sum over all);
 //  - horizontal: an estimated distance of about c blocks is off by a factor
 //    of at most 1 +- eta(c), eta = sqrt(3 ln(2/delta) / (rate * c_blocks))
 //    (Chernoff over the distinct blocks in between).
@@ -107,6 +113,9 @@ class MissRatioCurve {
   uint32_t unit_bytes_ = 1;
   uint32_t max_block_bytes_ = 0;
   uint64_t SampledHits(uint64_t cache_bytes) const;
+  double ToRatio(uint64_t sampled_misses) const;
+  double ErrorBound(uint64_t cache_bytes, bool by_expected_sample) const;
+  bool by_expected_sample_ = false;  // which estimator a sampled pass uses
   // (stack distance, sampled accesses with a distance <= it), ascending.
   std::vector<std::pair<uint64_t, uint64_t>> distances_;
   // Sampled pass: per sampled block, its accesses' (scaled) distances, for
