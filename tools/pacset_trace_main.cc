@@ -1,7 +1,8 @@
 // pacset-trace: record, report and compare pacsetfs block-access traces.
 //
 //   pacset-trace record [--mount M] [--cold] [--per-row] -o TRACE -- COMMAND...
-//   pacset-trace report TRACE [--json] [--html OUT [--model forest.pac]]
+//   pacset-trace report TRACE [--json] [--html OUT [--model forest.pac]] [--sample-rate R]
+//   pacset-trace mrc TRACE [--sample-rate R] [--at SIZE]... [--csv | --json]
 //   pacset-trace compare TRACE --model forest.pac --input rows.csv [--forest NAME]
 //   pacset-trace layouts [--model MODEL] [--pac F]... [--trace T]... --input rows.csv [-o OUT.html]
 //   pacset-trace merge TRACE MARKS [-o OUT]
@@ -48,6 +49,24 @@ int main(int argc, char** argv) {
   rp->add_option("--html", rep.html, "Write a self-contained HTML report (heat map, histograms)");
   rp->add_option("--model", rep.model, "The traced .pac: marks its regions on the heat map");
   rp->add_option("--bucket", rep.bucket_seconds, "Seconds per timeline bucket")->default_val(1.0);
+  rp->add_option("--sample-rate", rep.sample_rate,
+                 "Memory section: sample this share of the blocks (1: exact)")
+      ->default_val(1.0)
+      ->check(CLI::Range(0.0, 1.0));
+
+  pacset::MrcCliOptions mrc;
+  auto* mr = app.add_subcommand(
+      "mrc", "Miss-ratio curves: the daemon cache's misses at every cache size, memory for hits");
+  mr->add_option("TRACE", mrc.trace)->required();
+  mr->add_option("--sample-rate", mrc.sample_rate,
+                 "Sample this share of the blocks (SHARDS; for billions of accesses), 1: exact")
+      ->default_val(1.0)
+      ->check(CLI::Range(0.0, 1.0));
+  mr->add_option("--seed", mrc.seed, "Which blocks the sample takes");
+  mr->add_option("--at", mrc.sizes, "Also give the curve at this cache size (e.g. 64MiB)");
+  mr->add_option("--points", mrc.points, "Points per curve in --csv and --json")->default_val(200);
+  auto* mr_csv = mr->add_flag("--csv", mrc.csv, "Print the curves as CSV");
+  mr->add_flag("--json", mrc.json, "Print one JSON object")->excludes(mr_csv);
 
   pacset::CompareCliOptions cmp;
   auto* c =
@@ -112,6 +131,8 @@ int main(int argc, char** argv) {
     }
   } else if (*rp) {
     s = pacset::RunReport(rep);
+  } else if (*mr) {
+    s = pacset::RunMrc(mrc);
   } else if (*c) {
     s = pacset::RunCompare(cmp);
   } else if (*l) {

@@ -22,6 +22,7 @@
 #include "model/predict.h"
 #include "protocol/control.h"
 #include "tools/helper_programs.h"
+#include "trace/analysis/miss_ratio.h"
 #include "trace/analysis/trace_compare.h"
 #include "trace/analysis/trace_html.h"
 #include "trace/analysis/trace_report.h"
@@ -30,6 +31,7 @@
 #include "util/atomic_file.h"
 #include "util/csv.h"
 #include "util/file_io.h"
+#include "util/size.h"
 #include "util/subprocess.h"
 
 namespace pacset {
@@ -151,6 +153,9 @@ Status RunReport(const ReportCliOptions& o) {
   ReportOptions ro;
   ro.bucket_seconds = o.bucket_seconds;
   PACSET_ASSIGN_OR_RETURN(TraceReport report, BuildTraceReport(o.trace, ro));
+  MissRatioOptions mo;
+  mo.sample_rate = o.sample_rate;
+  PACSET_ASSIGN_OR_RETURN(MissRatioReport memory, ComputeMissRatio(o.trace, mo));
   if (!o.html.empty()) {
     PacRegions regions;
     uint32_t regions_forest = 0;
@@ -169,14 +174,56 @@ Status RunReport(const ReportCliOptions& o) {
       have_regions = true;
     }
     PACSET_RETURN_IF_ERROR(WriteFileAtomically(
-        o.html, RenderReportHtml(report, have_regions ? &regions : nullptr, regions_forest)));
+        o.html,
+        RenderReportHtml(report, have_regions ? &regions : nullptr, regions_forest, &memory)));
   }
   if (o.json) {
-    std::printf("%s\n", report.ToJson().dump(2).c_str());
+    nlohmann::json j = report.ToJson();
+    j["memory"] = memory.ToJson();
+    std::printf("%s\n", j.dump(2).c_str());
   } else if (o.html.empty()) {
     std::fputs(report.ToText().c_str(), stdout);
+    std::fputs(("\n" + memory.ToText()).c_str(), stdout);
   } else {
     std::printf("wrote %s\n", o.html.c_str());
+  }
+  return Status::Ok();
+}
+
+Status RunMrc(const MrcCliOptions& o) {
+  std::vector<uint64_t> sizes;
+  for (const auto& text : o.sizes) {
+    PACSET_ASSIGN_OR_RETURN(uint64_t v, ParseByteSize(text, "cache size"));
+    sizes.push_back(v);
+  }
+  MissRatioOptions mo;
+  mo.sample_rate = o.sample_rate;
+  mo.seed = o.seed;
+  PACSET_ASSIGN_OR_RETURN(MissRatioReport m, ComputeMissRatio(o.trace, mo));
+  if (o.json) {
+    nlohmann::json j = m.ToJson(o.points);
+    nlohmann::json at = nlohmann::json::array();
+    for (uint64_t c : sizes) {
+      const MissRatioPoint p = m.all.At(c);
+      at.push_back({{"cache", c},
+                    {"miss_ratio", p.miss_ratio},
+                    {"misses", p.misses},
+                    {"error", p.error},
+                    {"size_error", p.size_error}});
+    }
+    j["at"] = at;
+    std::printf("%s\n", j.dump(2).c_str());
+  } else if (o.csv) {
+    std::fputs(m.ToCsv(o.points).c_str(), stdout);
+  } else {
+    std::fputs(m.ToText().c_str(), stdout);
+    for (uint64_t c : sizes) {
+      const MissRatioPoint p = m.all.At(c);
+      std::printf("  at %s: miss ratio %.4f%%, %.0f misses of %llu accesses%s\n",
+                  FormatByteSize(c).c_str(), 100 * p.miss_ratio, p.misses,
+                  static_cast<unsigned long long>(m.all.accesses()),
+                  m.all.exact() ? "" : (" (+- " + std::to_string(p.error) + ")").c_str());
+    }
   }
   return Status::Ok();
 }

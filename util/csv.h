@@ -56,6 +56,10 @@ StatusOr<RowMatrix> ParseCsvRows(std::string_view text, size_t expected_cols,
 Status ParseCsvLine(std::string_view line, const std::string& where, bool allow_header,
                     std::vector<double>* values, size_t* header_columns);
 
+// `text` as one CSV field (RFC 4180): as is, or in double quotes (quotes
+// doubled) when it holds a comma, quote, CR or LF.
+std::string CsvField(std::string_view text);
+
 // Reads a CSV file ("-" = standard input; a pipe or FIFO works too),
 // parsing it line by line as it is read: memory is the rows parsed plus one
 // line (CsvMaxLineBytes(expected_cols)) and a read buffer.

@@ -125,7 +125,8 @@ def test_html_report_and_layouts_are_well_formed_svg(tmp):
     lay = os.path.join(tmp, "layouts.html")
     ptrace("layouts", "--model", DATA["model"], "-i", DATA["rows"], "--layouts", "dfs,pacset",
            "--trace", trace, "-o", lay)
-    for path, needles in ((html, ["bins (top levels", "blocks per request"]),
+    for path, needles in ((html, ["bins (top levels", "blocks per request", "cache size (log scale)",
+                                  "99% hits", 'class="mrc"']),
                           (lay, ["pacset", "dfs", "measured"])):
         with open(path) as f:
             text = f.read()
@@ -137,6 +138,53 @@ def test_html_report_and_layouts_are_well_formed_svg(tmp):
             assert n in text, (path, n)
         assert "<script" not in text and "http://" not in text.replace(
             "http://www.w3.org/2000/svg", ""), "the report must be self-contained"
+
+
+def test_the_miss_ratio_curve_predicts_the_daemons_store_fetches(tmp):
+    # Record a workload, compute the curve, then run the same reads against a
+    # fresh daemon at three cache sizes and compare its store fetches (stats
+    # file) with the curve's misses. Each row is made cold in the reader
+    # (--evict-between-rows), so the daemon sees every row's blocks and its
+    # cache is what decides. Fresh daemon = empty page cache and daemon cache.
+    # no_push_blocks: a push re-reads its blocks through the daemon cache
+    # without a trace record (fs/notifier.cc), which reorders the LRU.
+    store = "dir:" + os.path.join(tmp, "store")
+    pacset("import", DATA["pac"], "--name", "rf", "--store", store)
+    marks = os.path.join(tmp, "marks")
+
+    def workload(mp):
+        return [ARGS.pacset, "predict", os.path.join(mp, "rf.pac"), "-i", DATA["rows"],
+                "-o", os.devnull, "--mark-requests", "row", "--marks-file", marks,
+                "--evict-between-rows"]
+
+    trace = os.path.join(tmp, "w.trace")
+    mp = os.path.join(tmp, "mnt")
+    with Mount(ARGS.pacsetfs, store, mp, options="no_push_blocks") as m:
+        ptrace("record", "--mount", m.mp, "-o", trace, "--", *workload(m.mp))
+        recorded = m.stats()["forests"]["rf"]["blocks_fetched"]
+    curve = json.loads(ptrace("mrc", trace, "--json").stdout)
+    forest = curve["forests"][0]
+    fp, accesses = forest["footprint"], forest["accesses"]
+    # The default cache holds everything: the recording fetched the cold misses.
+    assert recorded == round(forest["cold_misses"]), (recorded, forest["cold_misses"])
+    sizes = [fp // 8, fp // 4, fp // 2]
+    at = json.loads(ptrace("mrc", trace, "--json", *[f"--at={c}" for c in sizes]).stdout)["at"]
+    report = []
+    for c, want in zip(sizes, at):
+        assert want["cache"] == c
+        os.remove(marks)
+        with Mount(ARGS.pacsetfs, store, mp, options=f"no_push_blocks,cache_size={c}") as m:
+            run(workload(m.mp))
+            st = m.stats()["forests"]["rf"]
+        got, predicted = st["blocks_fetched"], want["misses"]
+        assert st["fetched_bytes"] == got * 4096, st  # the cache counts what the curve weighs
+        report.append(f"{c // 4096} blocks: predicted {predicted:.0f}, fetched {got}")
+        assert predicted > round(forest["cold_misses"]), (c, want)  # the size matters
+        assert abs(got - predicted) <= 0.10 * predicted, report
+    # The text says the same and names the memory for 90/99/99.9% hits.
+    text = ptrace("mrc", trace).stdout
+    assert "99.9% hits" in text and "rf" in text, text
+    print(f"    {accesses} accesses, footprint {fp // 4096} blocks; " + "; ".join(report))
 
 
 def test_pack_with_weights_from_a_recorded_trace(tmp):

@@ -320,8 +320,107 @@ std::string DistributionsSvg(const std::vector<DistributionSeries>& series) {
   return s + "</svg>";
 }
 
+std::string MissRatioSvg(const MissRatioReport& m) {
+  const int left = 64, top = 24, w = 720, hh = 260;
+  std::vector<std::pair<std::string, const MissRatioCurve*>> curves;
+  for (const auto& f : m.forests) curves.push_back({f.name, &f.curve});
+  if (m.forests.size() != 1) curves.push_back({"all forests", &m.all});
+  const MissRatioCurve& main = m.forests.size() == 1 ? m.forests[0].curve : m.all;
+  const bool bytes = main.unit_bytes() != 0;
+  auto size_text = [&](uint64_t v) { return bytes ? FormatByteSize(v) : N(v) + " blocks"; };
+  std::string s =
+      Fmt("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+          "font-family=\"sans-serif\" font-size=\"11\">",
+          left + w + 170, top + hh + 44);
+  s +=
+      Fmt("<text x=\"%d\" y=\"14\" font-weight=\"bold\">miss ratio of an LRU cache of each "
+          "size%s</text>",
+          left, main.exact() ? "" : " (sampled)");
+  // x: log2 of the cache size, from the smallest distance / 2 to the footprint.
+  uint64_t lo = UINT64_MAX, hi = 1;
+  for (const auto& [name, c] : curves)
+    for (const auto& p : c->Points(400))
+      if (p.cache_bytes) {
+        lo = std::min(lo, p.cache_bytes);
+        hi = std::max(hi, p.cache_bytes);
+      }
+  if (lo == UINT64_MAX)
+    return s + Fmt("<text x=\"%d\" y=\"%d\">no accesses</text></svg>", left, top + hh / 2);
+  const double lx = std::log2(std::max(1.0, lo / 2.0)),
+               hx = std::max(lx + 1, std::log2(static_cast<double>(hi)));
+  auto X = [&](uint64_t v) {
+    const double l = v ? std::log2(static_cast<double>(v)) : lx;
+    return left + w * (std::clamp(l, lx, hx) - lx) / (hx - lx);
+  };
+  auto Y = [&](double ratio) { return top + hh * (1 - std::clamp(ratio, 0.0, 1.0)); };
+  // Grid: every 10% and every power of 2 (labelled at most 10 times).
+  for (int k = 0; k <= 10; ++k) {
+    s += Fmt("<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#eee\"/>", left,
+             Y(k / 10.0), left + w, Y(k / 10.0));
+    s += Fmt("<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%d%%</text>", left - 4, Y(k / 10.0) + 4,
+             k * 10);
+  }
+  const int first = static_cast<int>(std::ceil(lx)), last = static_cast<int>(std::floor(hx));
+  const int every = std::max(1, (last - first + 1 + 9) / 10);
+  for (int e = first; e <= last; e += every) {
+    const double x = X(uint64_t{1} << std::min(e, 62));
+    s += Fmt("<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#eee\"/>", x, top, x,
+             top + hh);
+    s += Fmt("<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%s</text>", x, top + hh + 14,
+             Esc(size_text(uint64_t{1} << std::min(e, 62))).c_str());
+  }
+  s += Fmt("<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#999\"/>", left, top + hh,
+           left + w, top + hh);
+  s += Fmt("<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#999\"/>", left, top, left,
+           top + hh);
+  s += Fmt(
+      "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" fill=\"#555\">cache size (log scale)</text>",
+      left + w / 2, top + hh + 32);
+  s +=
+      Fmt("<text transform=\"translate(14,%d) rotate(-90)\" text-anchor=\"middle\" fill=\"#555\">"
+          "miss ratio (accesses that go to the store)</text>",
+          top + hh / 2);
+  // Sizes for 90/99/99.9% hits.
+  const double targets[3] = {0.9, 0.99, 0.999};
+  const char* names[3] = {"90%", "99%", "99.9%"};
+  for (int i = 0; i < 3; ++i) {
+    auto b = main.BytesForHitRatio(targets[i]);
+    if (!b || !*b) continue;
+    const double x = X(*b);
+    // Labels left of the line in the right half: clear of the legend.
+    const bool right = x > left + w * 0.6;
+    s += Fmt(
+        "<line class=\"target\" x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#111\" "
+        "stroke-dasharray=\"4,3\"/><text x=\"%.1f\" y=\"%d\" fill=\"#111\" text-anchor=\"%s\">%s "
+        "hits: %s</text>",
+        x, top, x, top + hh, right ? x - 3 : x + 3, top + 12 + 13 * i, right ? "end" : "start",
+        names[i], Esc(size_text(*b)).c_str());
+  }
+  // One step line per curve: the ratio holds from a size up to the next.
+  for (size_t i = 0; i < curves.size(); ++i) {
+    const char* color = kSeriesColor[i % 10];
+    std::string pts;
+    double prev_y = -1;
+    for (const auto& p : curves[i].second->Points(400)) {
+      const double x = X(p.cache_bytes), y = Y(p.miss_ratio);
+      if (prev_y >= 0) pts += Fmt("%.1f,%.1f ", x, prev_y);
+      pts += Fmt("%.1f,%.1f ", x, y);
+      prev_y = y;
+    }
+    pts += Fmt("%.1f,%.1f", static_cast<double>(left + w), prev_y);
+    s += "<polyline class=\"mrc\" fill=\"none\" stroke=\"" + std::string(color) +
+         "\" stroke-width=\"2\" points=\"" + pts + "\"/>";
+    s +=
+        Fmt("<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"12\" fill=\"%s\"/><text x=\"%d\" "
+            "y=\"%d\">%s</text>",
+            left + w + 14, top + 4 + static_cast<int>(i) * 18, color, left + w + 30,
+            top + 14 + static_cast<int>(i) * 18, Esc(curves[i].first).c_str());
+  }
+  return s + "</svg>";
+}
+
 std::string RenderReportHtml(const TraceReport& report, const PacRegions* regions,
-                             uint32_t regions_forest) {
+                             uint32_t regions_forest, const MissRatioReport* memory) {
   const ScanResult& sc = report.scan;
   std::string h =
       "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>pacset-trace report</title>";
@@ -378,6 +477,32 @@ std::string RenderReportHtml(const TraceReport& report, const PacRegions* region
                         f.name + ": blocks per request") +
            "</div>";
     }
+  }
+  if (memory) {
+    h += "<h2>Memory: miss ratio by cache size</h2>";
+    h +=
+        "<p class=\"note\">For every size of pacsetfs's block cache (<code>-o cache_size=</code>), "
+        "the share of the traced block accesses it would miss (LRU, as the daemon's cache), "
+        "computed from the trace by <code>pacset-trace mrc</code>. Dashed: the memory for "
+        "90/99/99.9% hits.</p>";
+    std::vector<std::vector<std::string>> mrows;
+    auto add_row = [&](const std::string& name, const MissRatioCurve& c) {
+      std::vector<std::string> row = {
+          name, N(c.accesses()),
+          Fmt("%.2f%%", c.accesses() ? 100 * c.cold_misses() / c.accesses() : 0.0)};
+      for (double t : {0.9, 0.99, 0.999}) {
+        auto b = c.BytesForHitRatio(t);
+        row.push_back(!b ? "unreachable" : c.unit_bytes() ? FormatByteSize(*b) : N(*b) + " blocks");
+      }
+      row.push_back(c.unit_bytes() ? FormatByteSize(c.footprint_bytes())
+                                   : N(c.footprint_bytes()) + " blocks");
+      mrows.push_back(row);
+    };
+    for (const auto& f : memory->forests) add_row(f.name, f.curve);
+    if (memory->forests.size() > 1) add_row("(all forests)", memory->all);
+    h += Table({"forest", "accesses", "cold", "90% hits", "99% hits", "99.9% hits", "footprint"},
+               mrows);
+    h += MissRatioSvg(*memory);
   }
   // Requests.
   h += "<h2>Requests</h2>";

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "layout/pac_format.h"
+#include "trace/analysis/miss_ratio.h"
 #include "trace/analysis/trace_report.h"
 
 namespace pacset {
@@ -21,9 +22,10 @@ struct PacRegions {
   static PacRegions FromHeader(const PacHeader& h);
 };
 
-// `regions` (may be null) applies to forest `regions_forest` (trace id).
+// `regions` (may be null) applies to forest `regions_forest` (trace id);
+// `memory` (may be null) adds the miss-ratio curves.
 std::string RenderReportHtml(const TraceReport& report, const PacRegions* regions,
-                             uint32_t regions_forest);
+                             uint32_t regions_forest, const MissRatioReport* memory = nullptr);
 
 struct DistributionSeries {
   std::string label;  // "pacset", "dfs", "trace: run1.trace", ...
@@ -37,5 +39,9 @@ std::string RenderLayoutsHtml(const std::vector<DistributionSeries>& series,
 // The SVG pieces (also used by tests to check well-formedness).
 std::string HeatMapSvg(const ForestReport& forest, const PacRegions* regions);
 std::string DistributionsSvg(const std::vector<DistributionSeries>& series);
+// Miss ratio against cache size (log scale), one step line per curve
+// (`<polyline class="mrc">`), and the sizes for 90/99/99.9% hits of the
+// all-forests curve as dashed lines.
+std::string MissRatioSvg(const MissRatioReport& memory);
 
 }  // namespace pacset
