@@ -81,6 +81,37 @@ Args Parse(int argc, char** argv) {
   return a;
 }
 
+// The process's anonymous memory (its own, apart from the file's pages).
+unsigned long long RssAnonBytes() {
+  FILE* f = std::fopen("/proc/self/status", "r");
+  if (!f) return 0;
+  char line[256];
+  unsigned long long kb = 0;
+  while (std::fgets(line, sizeof line, f))
+    if (std::sscanf(line, "RssAnon: %llu kB", &kb) == 1) break;
+  std::fclose(f);
+  return kb * 1024;
+}
+
+// A value of this process's memory cgroup (v1) memory.stat, or 0.
+unsigned long long CgroupStat(const char* key) {
+  FILE* f = std::fopen("/proc/self/cgroup", "r");
+  if (!f) return 0;
+  char line[512], path[512] = "";
+  while (std::fgets(line, sizeof line, f))
+    if (std::sscanf(line, "%*d:memory:%511s", path) == 1) break;
+  std::fclose(f);
+  if (!path[0]) return 0;
+  f = std::fopen((std::string("/sys/fs/cgroup/memory") + path + "/memory.stat").c_str(), "r");
+  if (!f) return 0;
+  char name[128];
+  unsigned long long v = 0, found = 0;
+  while (std::fscanf(f, "%127s %llu", name, &v) == 2)
+    if (std::strcmp(name, key) == 0) found = v;
+  std::fclose(f);
+  return found;
+}
+
 double NowUs() {
   timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
@@ -132,7 +163,8 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < sorted.size();) {  // runs of adjacent blocks, one mlock each
       size_t j = i + 1;
       while (j < sorted.size() && sorted[j] == sorted[j - 1] + 1) ++j;
-      if (mlock(base + sorted[i] * bs, (j - i) * bs) != 0) Die(std::string("mlock: ") + strerror(errno));
+      if (mlock(base + sorted[i] * bs, (j - i) * bs) != 0)
+        Die(std::string("mlock: ") + strerror(errno));
       locked += (j - i) * bs;
       i = j;
     }
@@ -171,13 +203,14 @@ int main(int argc, char** argv) {
         std::memcpy(&bits, &v, 8);
         hash = (hash ^ bits ^ r) * 1099511628211ull;
       }
-      if (!a.out.empty() && i < a.warmup + n)
-        all_out.insert(all_out.end(), out.begin(), out.end());
+      if (!a.out.empty() && i < a.warmup + n) all_out.insert(all_out.end(), out.begin(), out.end());
     }
   }
   const double secs = (NowUs() - t0) / 1e6;
   std::sort(lat.begin(), lat.end());
-  auto q = [&](double p) { return lat[std::min(lat.size() - 1, static_cast<size_t>(p * lat.size()))]; };
+  auto q = [&](double p) {
+    return lat[std::min(lat.size() - 1, static_cast<size_t>(p * lat.size()))];
+  };
   const auto stats = engine.stats();
   if (!a.out.empty()) {
     FILE* f = std::fopen(a.out.c_str(), "w");
@@ -188,7 +221,8 @@ int main(int argc, char** argv) {
       "{\"keep\": \"%s\", \"rows\": %zu, \"rows_per_s\": %.1f, \"p50_us\": %.1f, \"p99_us\": %.1f, "
       "\"kept_blocks\": %zu, \"locked_bytes\": %llu, \"bins_blocks\": %llu, \"blocks\": %llu, "
       "\"warm_requests\": %llu, \"inflight_requests\": %llu, \"blocks_fetched\": %llu, "
-      "\"warm_forest_bytes\": %llu, \"hash\": \"%016llx\"}\n",
+      "\"warm_forest_bytes\": %llu, \"rss_anon\": %llu, \"cg_rss\": %llu, \"cg_cache\": %llu, "
+      "\"hash\": \"%016llx\"}\n",
       a.keep.c_str(), done, done / secs, q(0.5), q(0.99), keep.size(),
       static_cast<unsigned long long>(locked),
       static_cast<unsigned long long>(h.node_first_block + h.bin_block_count),
@@ -196,6 +230,7 @@ int main(int argc, char** argv) {
       static_cast<unsigned long long>(stats.warm_requests),
       static_cast<unsigned long long>(stats.inflight_requests),
       static_cast<unsigned long long>(stats.blocks_fetched),
-      static_cast<unsigned long long>(stats.warm_forest_bytes), static_cast<unsigned long long>(hash));
+      static_cast<unsigned long long>(stats.warm_forest_bytes), RssAnonBytes(), CgroupStat("rss"),
+      CgroupStat("cache"), static_cast<unsigned long long>(hash));
   return 0;
 }

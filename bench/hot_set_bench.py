@@ -80,9 +80,10 @@ def main():
     tag = "hotset_%d" % os.getpid()
 
     drop_file_pages(args.pac)
-    _, stat, _, _ = run_in_cgroup(tag + "_calib", 0, base_cmd[:4] + ["--rows", "200", "--warmup",
-                                                                       "0", "--no-warm-forest"])
-    own = stat["total_rss"] if "total_rss" in stat else stat["rss"]
+    calib, _, _, _ = run_in_cgroup(tag + "_calib", 0, base_cmd + ["--no-warm-forest"])
+    # The cgroup's anonymous memory (the process's own, kernel-side buffers
+    # of its rings included) with no warm forest, after as many rows.
+    own = max(calib["rss_anon"], calib["cg_rss"])
     allowance = int(size * args.fraction)
     limit = own + allowance
     budget = int(allowance * args.budget_share)
@@ -106,9 +107,10 @@ def main():
             results[name].append(r)
             hashes.add(r["hash"])
             print("round %d %-18s %8.1f rows/s p50 %7.1f us p99 %8.1f us fetched %7d "
-                  "warm %5d locked %9d peak %10d failcnt %d" %
+                  "warm %5d locked %9d peak %10d failcnt %d rss %d cache %d" %
                   (rnd, name, r["rows_per_s"], r["p50_us"], r["p99_us"], r["blocks_fetched"],
-                   r["warm_requests"], r["locked_bytes"], peak, failcnt), flush=True)
+                   r["warm_requests"], r["locked_bytes"], peak, failcnt, r["cg_rss"], r["cg_cache"]),
+                  flush=True)
     base = statistics.median(r["rows_per_s"] for r in results["no-limit"])
     print("\nsummary (median [min-max] over %d rounds):" % args.rounds)
     for name, _, _ in configs:

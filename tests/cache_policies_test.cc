@@ -115,8 +115,7 @@ TEST(CachePolicies, OptimalMatchesExhaustiveSearchOnTinyTraces) {
     std::function<uint64_t(size_t, std::vector<uint64_t>)> best = [&](size_t i,
                                                                       std::vector<uint64_t> held) {
       if (i == keys.size()) return uint64_t{0};
-      if (std::find(held.begin(), held.end(), keys[i]) != held.end())
-        return 1 + best(i + 1, held);
+      if (std::find(held.begin(), held.end(), keys[i]) != held.end()) return 1 + best(i + 1, held);
       uint64_t b = best(i + 1, held);  // not admitted
       if (held.size() < cap) {
         auto h = held;
@@ -159,7 +158,7 @@ TEST(CachePolicies, AScanDoesNotEvictTheHotSetOfTheFrequencyAndScanResistantPoli
 }
 
 TEST(CachePolicies, BinLruKeepsProtectedBlocksUpToItsShareWhateverElseComes) {
-  const auto prot = [](uint64_t k) { return k < 30; };
+  const auto prot = [](uint64_t k) { return k < 60; };
   auto m = Model(CachePolicy::kBinLru, 100, prot);  // share 0.5: 50 protected places
   for (uint64_t k = 0; k < 30; ++k) EXPECT_FALSE(m->Access(k));
   for (uint64_t k = 1000; k < 5000; ++k) m->Access(k);

@@ -15,6 +15,7 @@
 
 #include "layout/pac_file.h"
 #include "trace/analysis/trace_scan.h"
+#include "util/w_tinylfu.h"
 
 namespace pacset {
 namespace {
@@ -75,110 +76,26 @@ class LruModel : public CacheModel {
   LruList lru_;
 };
 
-// Count-min sketch of 4-bit counters (kept in bytes, saturating at 15),
-// every counter halved once `sample` increments have been made: frequency
-// with aging, as in TinyLFU.
-class FrequencySketch {
- public:
-  explicit FrequencySketch(size_t capacity) : sample_(std::max<size_t>(10 * capacity, 16)) {
-    size_t width = 16;
-    while (width < capacity) width <<= 1;
-    mask_ = width - 1;
-    for (auto& row : rows_) row.assign(width, 0);
-  }
-  void Increment(uint64_t k) {
-    for (int i = 0; i < kRows; ++i) {
-      uint8_t& c = rows_[i][Slot(k, i)];
-      if (c < 15) ++c;
-    }
-    if (++added_ >= sample_) {
-      for (auto& row : rows_)
-        for (auto& c : row) c >>= 1;
-      added_ /= 2;
-    }
-  }
-  uint32_t Estimate(uint64_t k) const {
-    uint32_t m = 15;
-    for (int i = 0; i < kRows; ++i) m = std::min<uint32_t>(m, rows_[i][Slot(k, i)]);
-    return m;
-  }
-  void Clear() {
-    for (auto& row : rows_) std::fill(row.begin(), row.end(), 0);
-    added_ = 0;
-  }
-
- private:
-  static constexpr int kRows = 4;
-  size_t Slot(uint64_t k, int i) const {
-    static constexpr uint64_t kSeeds[kRows] = {0x9E3779B97F4A7C15ull, 0xC2B2AE3D27D4EB4Full,
-                                               0x165667B19E3779F9ull, 0xD6E8FEB86659FD93ull};
-    uint64_t h = (k + 1) * kSeeds[i];
-    h ^= h >> 31;
-    h *= 0x94D049BB133111EBull;
-    h ^= h >> 29;
-    return static_cast<size_t>(h) & mask_;
-  }
-  const size_t sample_;
-  size_t mask_ = 0;
-  size_t added_ = 0;
-  std::vector<uint8_t> rows_[kRows];
+struct IdentityHash {
+  size_t operator()(uint64_t k) const { return static_cast<size_t>(k); }
 };
 
+// The daemon's policy itself (util/w_tinylfu.h), one block = size 1.
 class WTinyLfuModel : public CacheModel {
  public:
-  explicit WTinyLfuModel(size_t capacity)
-      : window_cap_(std::max<size_t>(1, capacity / 100)),
-        main_cap_(capacity - std::min(capacity, window_cap_)),
-        protected_cap_(main_cap_ * 8 / 10),
-        sketch_(capacity) {}
-
+  explicit WTinyLfuModel(size_t capacity) : policy_(capacity, 1) {}
   bool Access(uint64_t k) override {
-    sketch_.Increment(k);
-    if (window_.Contains(k)) {
-      window_.Touch(k);
-      return true;
-    }
-    if (protected_.Contains(k)) {
-      protected_.Touch(k);
-      return true;
-    }
-    if (probation_.Contains(k)) {
-      probation_.Erase(k);
-      protected_.PushFront(k);
-      if (protected_.size() > protected_cap_) probation_.PushFront(protected_.PopBack());
-      return true;
-    }
-    window_.PushFront(k);
-    if (window_.size() > window_cap_) Admit(window_.PopBack());
+    if (policy_.Touch(k)) return true;
+    evicted_.clear();
+    policy_.Insert(k, 1, &evicted_);
     return false;
   }
-  size_t size() const override { return window_.size() + protected_.size() + probation_.size(); }
-  void Clear() override {
-    window_.Clear();
-    protected_.Clear();
-    probation_.Clear();
-    sketch_.Clear();
-  }
+  size_t size() const override { return policy_.size(); }
+  void Clear() override { policy_.Clear(); }
 
  private:
-  // `candidate` left the window: it enters the main cache if there is room
-  // or if it is used more often than the block it would evict.
-  void Admit(uint64_t candidate) {
-    if (main_cap_ == 0) return;
-    if (protected_.size() + probation_.size() < main_cap_) {
-      probation_.PushFront(candidate);
-      return;
-    }
-    LruList& victims = probation_.empty() ? protected_ : probation_;
-    if (sketch_.Estimate(candidate) > sketch_.Estimate(victims.Back())) {
-      victims.PopBack();
-      probation_.PushFront(candidate);
-    }
-  }
-
-  const size_t window_cap_, main_cap_, protected_cap_;
-  FrequencySketch sketch_;
-  LruList window_, protected_, probation_;
+  WTinyLfu<uint64_t, IdentityHash> policy_;
+  std::vector<uint64_t> evicted_;
 };
 
 class S3FifoModel : public CacheModel {
@@ -314,8 +231,7 @@ class BinLruModel : public CacheModel {
 
 // Belady's MIN over one run between drop points, with bypass: a block used
 // farther in the future than every cached one is not admitted.
-uint64_t OptimalHits(const std::vector<uint64_t>& keys, size_t begin, size_t end,
-                     size_t capacity) {
+uint64_t OptimalHits(const std::vector<uint64_t>& keys, size_t begin, size_t end, size_t capacity) {
   const size_t n = end - begin;
   std::vector<uint64_t> next(n);
   std::unordered_map<uint64_t, uint64_t> last;
@@ -501,10 +417,9 @@ Status RunCachePoliciesCommand(const CachePoliciesCliOptions& o, std::ostream& o
   base.protected_share = o.protected_share;
   // Only the last generation's bins are known; a key's generation index is
   // in its top bits, so older generations' blocks are never protected.
-  const uint64_t last_gen = stream.keys.empty()
-                                ? 0
-                                : *std::max_element(stream.keys.begin(), stream.keys.end()) >>
-                                      kBlockBits;
+  const uint64_t last_gen =
+      stream.keys.empty() ? 0
+                          : *std::max_element(stream.keys.begin(), stream.keys.end()) >> kBlockBits;
   base.is_protected = [protected_end, last_gen](uint64_t k) {
     return (k >> kBlockBits) == last_gen && (k & kBlockMask) < protected_end;
   };
@@ -544,8 +459,8 @@ Status RunCachePoliciesCommand(const CachePoliciesCliOptions& o, std::ostream& o
     }
     for (CachePolicy p : policies) {
       PACSET_ASSIGN_OR_RETURN(PolicyOutcome r, SimulateCachePolicy(stream, p, opts));
-      row["policies"][CachePolicyName(p)] = {{"hits", r.hits}, {"misses", r.misses()},
-                                             {"hit_ratio", r.hit_ratio()}};
+      row["policies"][CachePolicyName(p)] = {
+          {"hits", r.hits}, {"misses", r.misses()}, {"hit_ratio", r.hit_ratio()}};
       if (!o.json) {
         std::snprintf(line, sizeof line, " %10.4f", r.hit_ratio());
         out << line;

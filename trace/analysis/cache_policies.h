@@ -9,12 +9,13 @@
 // answered (hits) and how many would have gone to the store (misses).
 //
 // Policies (all count capacity in blocks of one forest):
-//  - kLru: least recently used (the daemon's policy; fs/block_cache.h).
-//  - kWTinyLfu: W-TinyLFU (Einziger et al.): a 1% LRU window in front of a
-//    segmented LRU (80% protected), and a block leaves the window for the
-//    main cache only if a count-min sketch (4-bit counters, halved every
-//    10 x capacity accesses) says it is used more often than the block it
-//    would evict. Keeps frequently used blocks through scans.
+//  - kLru: least recently used (the daemon's policy until issue 35).
+//  - kWTinyLfu: the daemon's policy (fs/block_cache.h), replayed through the
+//    daemon's own code (util/w_tinylfu.h). W-TinyLFU (Einziger et al.): a 1% LRU window in front of
+//    a segmented LRU (80% protected), and a block leaves the window for the main cache only if a
+//    count-min sketch (4-bit counters, 4 per cached block, halved every 10 x capacity accesses)
+//    says it is used more often than the block it would evict. Keeps frequently used blocks through
+//    scans.
 //  - kS3Fifo: S3-FIFO (Yang et al., SOSP'23): a 10% FIFO for new blocks, a
 //    90% main FIFO with 2-bit use counts (reinserted while used), and a
 //    ghost FIFO of recently evicted keys that admits returning blocks
@@ -25,6 +26,17 @@
 //    capacity; other blocks are evicted first.
 //  - kOptimal: Belady's MIN (evict the block used farthest in the future),
 //    offline only: the upper bound no online policy beats.
+//
+// Predicting the daemon's store fetches for a trace at `-o cache_size=C`
+// (blocks of one size B):
+//   auto stream = ReadBlockAccesses(trace, forest);
+//   CacheModelOptions o;
+//   o.capacity_blocks = C / B;
+//   auto r = SimulateCachePolicy(*stream, CachePolicy::kWTinyLfu, o);
+//   r->misses();  // the store fetches (blocks_fetched in `pacsetfs stats`)
+// The simulation is the daemon's policy exactly, except for the sketch's
+// hash (the daemon hashes its own forest ids) and the order in which
+// concurrent readers' lookups and inserts interleave.
 #pragma once
 
 #include <cstddef>
