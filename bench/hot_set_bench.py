@@ -90,7 +90,7 @@ def main():
     print("file %d bytes; process anon %d; limit %d (+%.4g of the file); keep budget %d" %
           (size, own, limit, args.fraction, budget), flush=True)
 
-    configs = [("no-limit", 0, [])]
+    configs = [("no-limit", 0, ["--until-warm"])]
     for mode in args.keep.split(","):
         extra = ["--keep", mode]
         if mode != "none":

@@ -182,7 +182,9 @@ TEST(BlockCache, KeepsItsBoundAndServesWhatItHoldsFromMemory) {
     // What the cache says it served from memory, it did not fetch.
     const int before = fetch.calls;
     ASSERT_TRUE(cache.GetOrFetch({1, 1, b % 7}, fetch(b % 7), &src).ok());
-    if (src == BlockCache::Source::kCache) EXPECT_EQ(fetch.calls, before);
+    if (src == BlockCache::Source::kCache) {
+      EXPECT_EQ(fetch.calls, before);
+    }
   }
   EXPECT_GT(cache.bytes(), 0u);
   // A block larger than the whole cache is served but never cached.
