@@ -62,6 +62,7 @@ def run_in_cgroup(name, limit, cmd):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bench", required=True)
+    ap.add_argument("--bench-before", help="another build; a mode ending in @before runs it")
     ap.add_argument("--pac", required=True)
     ap.add_argument("--csv", required=True)
     ap.add_argument("--fraction", type=float, default=0.125)
@@ -91,17 +92,23 @@ def main():
           (size, own, limit, args.fraction, budget), flush=True)
 
     configs = [("no-limit", 0, ["--until-warm"])]
-    for mode in args.keep.split(","):
+    for name in args.keep.split(","):
+        mode = name.split("@")[0]
         extra = ["--keep", mode]
         if mode != "none":
             extra += ["--budget", str(budget), "--every", str(args.every)]
-        configs.append(("limit/" + mode, limit, extra))
+        if name.endswith("@before"):
+            extra = ["@before"] + extra
+        configs.append(("limit/" + name, limit, extra))
     results = {c[0]: [] for c in configs}
     hashes = set()
     for rnd in range(args.rounds):
         for name, lim, extra in configs:
             drop_file_pages(args.pac)
-            r, stat, failcnt, peak = run_in_cgroup(tag + "_run", lim, base_cmd + extra)
+            cmd = base_cmd + extra
+            if extra[:1] == ["@before"]:
+                cmd = [args.bench_before] + base_cmd[1:] + extra[1:]
+            r, stat, failcnt, peak = run_in_cgroup(tag + "_run", lim, cmd)
             r["failcnt"] = failcnt
             r["peak"] = peak
             results[name].append(r)
