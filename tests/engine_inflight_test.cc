@@ -6,8 +6,8 @@
 // The sources below wrap the real source over a real file on disk: they only
 // hold blocks back, reorder, slow down, count or fail reads.
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
