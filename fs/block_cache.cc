@@ -10,11 +10,9 @@ StatusOr<BlockData> BlockCache::GetOrFetch(const BlockKey& key,
   std::shared_ptr<Flight> flight;
   {
     MutexLock lock(&mu_);
-    auto it = entries_.find(key);
-    if (it != entries_.end()) {
-      lru_.splice(lru_.begin(), lru_, it->second.lru);
+    if (BlockData cached = LookupLocked(key)) {
       if (source) *source = Source::kCache;
-      return it->second.data;
+      return cached;
     }
     auto f = flights_.find(key);
     if (f != flights_.end()) {
@@ -57,10 +55,8 @@ void BlockCache::GetOrFetchMany(const std::vector<BlockKey>& keys, const FetchMa
   {
     MutexLock lock(&mu_);
     for (size_t i = 0; i < n; ++i) {
-      auto it = entries_.find(keys[i]);
-      if (it != entries_.end()) {
-        lru_.splice(lru_.begin(), lru_, it->second.lru);
-        (*data)[i] = it->second.data;
+      if (BlockData cached = LookupLocked(keys[i])) {
+        (*data)[i] = std::move(cached);
         continue;
       }
       auto f = flights_.find(keys[i]);
@@ -112,28 +108,32 @@ void BlockCache::GetOrFetchMany(const std::vector<BlockKey>& keys, const FetchMa
   }
 }
 
+BlockData BlockCache::LookupLocked(const BlockKey& key) {
+  if (!policy_.Touch(key)) return nullptr;
+  return entries_.at(key);
+}
+
 void BlockCache::InsertLocked(const BlockKey& key, BlockData data) {
   if (data->size() > capacity_) return;  // never cache what cannot fit
-  lru_.push_front(key);
-  bytes_ += data->size();
-  entries_[key] = Entry{std::move(data), lru_.begin()};
-  while (bytes_ > capacity_ && !lru_.empty()) {
-    const BlockKey victim = lru_.back();
+  const size_t size = data->size();
+  evicted_.clear();
+  policy_.Insert(key, size, &evicted_);
+  bytes_ += size;
+  entries_[key] = std::move(data);
+  for (const BlockKey& victim : evicted_) {  // maybe `key` itself: not admitted
     auto it = entries_.find(victim);
-    bytes_ -= it->second.data->size();
+    bytes_ -= it->second->size();
     entries_.erase(it);
-    lru_.pop_back();
   }
 }
 
 template <typename Pred>
 void BlockCache::DropIfLocked(Pred pred) {
-  for (auto it = lru_.begin(); it != lru_.end();) {
-    if (pred(*it)) {
-      auto e = entries_.find(*it);
-      bytes_ -= e->second.data->size();
-      entries_.erase(e);
-      it = lru_.erase(it);
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    if (pred(it->first)) {
+      policy_.Erase(it->first);
+      bytes_ -= it->second->size();
+      it = entries_.erase(it);
     } else {
       ++it;
     }

@@ -7,6 +7,7 @@
 // hold blocks back, reorder, slow down, count or fail reads.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -720,6 +721,40 @@ TEST(InFlight, APartlyResidentFileFetchesExactlyTheMissingBlocksARowNeeds) {
     ASSERT_TRUE((*engine)->Predict(cold.rows, 1, 2, false, one.data()).ok()) << what;
     EXPECT_EQ(0, std::memcmp(one.data(), &cold.want.pred[one.size()], one.size() * 8)) << what;
     EXPECT_EQ((*engine)->stats().blocks_fetched, touched.size() - resident) << what;
+  }
+}
+
+// A block the kernel evicted after the engine verified it (memory is short)
+// is fetched again with the request's other misses, not faulted in through
+// the mapping one page at a time in the walk's path (engine/DESIGN.md,
+// "When memory is short").
+TEST(InFlight, ABlockEvictedAfterItWasVerifiedIsFetchedAgainNotFaultedIn) {
+  const ColdForest cold(37, 4);
+  std::vector<uint64_t> touched;
+  {
+    auto engine = PacEngine::Open(cold.file.path());
+    ASSERT_TRUE(engine.ok());
+    ASSERT_TRUE((*engine)->TouchedBlocks(cold.rows.row(1), &touched).ok());
+  }
+  ASSERT_GT(touched.size(), 20u);
+  for (BlockIo io : {BlockIo::kThreads, BlockIo::kUring}) {
+    const std::string what = io == BlockIo::kThreads ? "threads" : "io_uring";
+    cold.file.DropPages();
+    auto engine = cold.OpenForFetches(io);
+    ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+    if (io == BlockIo::kUring && std::string((*engine)->stats().block_io) != "io_uring")
+      GTEST_SKIP() << "this kernel refuses io_uring";
+    std::vector<double> one(cold.forest.num_prediction_columns());
+    ASSERT_TRUE((*engine)->Predict(cold.rows, 1, 2, false, one.data()).ok()) << what;
+    const uint64_t first = (*engine)->stats().blocks_fetched;
+    EXPECT_EQ(first, touched.size()) << what;
+    // Evicted: unmapped from this process and dropped from the page cache.
+    const PacFile& file = (*engine)->file();
+    ASSERT_EQ(madvise(const_cast<char*>(file.data()), file.size(), MADV_DONTNEED), 0);
+    cold.file.DropPages();
+    ASSERT_TRUE((*engine)->Predict(cold.rows, 1, 2, false, one.data()).ok()) << what;
+    EXPECT_EQ(0, std::memcmp(one.data(), &cold.want.pred[one.size()], one.size() * 8)) << what;
+    EXPECT_EQ((*engine)->stats().blocks_fetched - first, touched.size()) << what;
   }
 }
 

@@ -5,6 +5,7 @@
 // the errno mapping. Stores are real directory stores,
 // wrapped in FaultInjectionStore where a test needs a slow or failing one.
 #include <gtest/gtest.h>
+#include <functional>
 
 #include <atomic>
 #include <cerrno>
@@ -159,30 +160,71 @@ TEST(BlockCache, FailedFetchIsSharedByWaitersAndNotCached) {
   EXPECT_EQ(cache.bytes(), 0u);
 }
 
-TEST(BlockCache, EvictsLeastRecentlyUsedWithinItsBound) {
-  BlockCache cache(3 * kBs);
-  int fetches = 0;
-  auto fetch = [&](uint64_t b) {
-    return [&, b](std::string* out) {
-      fetches++;
+// A fetch that counts its calls and makes block `b` of 4 KiB.
+struct CountingFetch {
+  int calls = 0;
+  std::function<Status(std::string*)> operator()(uint64_t b) {
+    return [this, b](std::string* out) {
+      ++calls;
       *out = MakeBlock(kBs, b, 1);
       return Status::Ok();
     };
-  };
-  for (uint64_t b = 0; b < 3; ++b) ASSERT_TRUE(cache.GetOrFetch({1, 1, b}, fetch(b)).ok());
-  ASSERT_TRUE(cache.GetOrFetch({1, 1, 0}, fetch(0)).ok());  // 0 is now the most recent
-  ASSERT_TRUE(cache.GetOrFetch({1, 1, 3}, fetch(3)).ok());  // evicts 1
-  EXPECT_EQ(fetches, 4);
-  EXPECT_LE(cache.bytes(), 3 * kBs);
+  }
+};
+
+TEST(BlockCache, KeepsItsBoundAndServesWhatItHoldsFromMemory) {
+  BlockCache cache(3 * kBs);
+  CountingFetch fetch;
   BlockCache::Source src;
-  ASSERT_TRUE(cache.GetOrFetch({1, 1, 0}, fetch(0), &src).ok());
-  EXPECT_EQ(src, BlockCache::Source::kCache);
-  ASSERT_TRUE(cache.GetOrFetch({1, 1, 1}, fetch(1), &src).ok());
-  EXPECT_EQ(src, BlockCache::Source::kStore);
+  for (uint64_t b = 0; b < 50; ++b) {
+    ASSERT_TRUE(cache.GetOrFetch({1, 1, b % 7}, fetch(b % 7), &src).ok());
+    ASSERT_LE(cache.bytes(), 3 * kBs);
+    // What the cache says it served from memory, it did not fetch.
+    const int before = fetch.calls;
+    ASSERT_TRUE(cache.GetOrFetch({1, 1, b % 7}, fetch(b % 7), &src).ok());
+    if (src == BlockCache::Source::kCache) {
+      EXPECT_EQ(fetch.calls, before);
+    }
+  }
+  EXPECT_GT(cache.bytes(), 0u);
   // A block larger than the whole cache is served but never cached.
   BlockCache tiny(kBs / 2);
   ASSERT_TRUE(tiny.GetOrFetch({1, 1, 0}, fetch(0)).ok());
   EXPECT_EQ(tiny.bytes(), 0u);
+}
+
+// The claim of the policy (fs/block_cache.h): blocks used by most requests
+// survive a burst of blocks used once, ten times the cache's size, which
+// under LRU would have evicted every one of them.
+TEST(BlockCache, AScanOfBlocksUsedOnceDoesNotEvictTheHotBlocks) {
+  BlockCache cache(200 * kBs);
+  CountingFetch fetch;
+  for (int round = 0; round < 20; ++round)
+    for (uint64_t b = 0; b < 100; ++b) ASSERT_TRUE(cache.GetOrFetch({1, 1, b}, fetch(b)).ok());
+  EXPECT_EQ(fetch.calls, 100);
+  for (uint64_t b = 1000; b < 3000; ++b) ASSERT_TRUE(cache.GetOrFetch({1, 1, b}, fetch(b)).ok());
+  EXPECT_LE(cache.bytes(), 200 * kBs);
+  const int before = fetch.calls;
+  BlockCache::Source src;
+  for (uint64_t b = 0; b < 100; ++b) {
+    ASSERT_TRUE(cache.GetOrFetch({1, 1, b}, fetch(b), &src).ok());
+    EXPECT_EQ(src, BlockCache::Source::kCache) << b;
+  }
+  EXPECT_EQ(fetch.calls, before);
+}
+
+// ... and the cache still follows a change of traffic: blocks that become
+// the most used replace the old hot ones.
+TEST(BlockCache, BlocksThatBecomeTheMostUsedAreKeptInstead) {
+  BlockCache cache(200 * kBs);
+  CountingFetch fetch;
+  for (int round = 0; round < 5; ++round)
+    for (uint64_t b = 0; b < 150; ++b) ASSERT_TRUE(cache.GetOrFetch({1, 1, b}, fetch(b)).ok());
+  for (int round = 0; round < 30; ++round)
+    for (uint64_t b = 500; b < 650; ++b) ASSERT_TRUE(cache.GetOrFetch({1, 1, b}, fetch(b)).ok());
+  const int before = fetch.calls;
+  for (uint64_t b = 500; b < 650; ++b) ASSERT_TRUE(cache.GetOrFetch({1, 1, b}, fetch(b)).ok());
+  EXPECT_EQ(fetch.calls, before);
 }
 
 TEST(BlockCache, DropsOneForestOrOneGenerationOrAll) {

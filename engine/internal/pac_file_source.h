@@ -70,10 +70,15 @@ class PacFileSource final : public BlockSource {
   Status Finish(uint64_t b, int res, char* buf);
   // A fetcher's view of what is resident, taken window by window.
   ResidencySnapshot Snapshot() const { return ResidencySnapshot(base_, file_.size(), bs_, page_); }
-  // Block b is neither Ready nor was it resident at the fetcher's snapshot
-  // of its part of the mapped file.
+  // Block b was not resident at the fetcher's snapshot of its part of the
+  // mapped file, Ready (verified once) or not: when memory is short the
+  // kernel evicts verified blocks too, and walking the mapping into one is
+  // a page fault, one 4 KiB disk read at a time; fetched, it is read in
+  // parallel with the request's other misses (one-row serving of the
+  // 682-tree forest with 1/8 of it in memory: engine/DESIGN.md, "When
+  // memory is short").
   bool Missing(uint64_t b, ResidencySnapshot* snapshot) const {
-    return mapped_ && !IsReady(b) && snapshot->Missing(b);
+    return mapped_ && snapshot->Missing(b);
   }
 
  private:

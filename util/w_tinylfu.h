@@ -1,0 +1,204 @@
+// W-TinyLFU (Einziger, Friedman, Manes: "TinyLFU: A Highly Efficient Cache
+// Admission Policy", 2017): which keys a size-bounded cache keeps. One home
+// for the policy: the daemon's block cache (fs/block_cache.h) runs it, and
+// the trace simulator (trace/analysis/cache_policies.h) replays traces
+// through the very same code, so its store-fetch prediction is the
+// daemon's policy, not a model of it.
+//
+// Entries enter a small LRU window (1% of the capacity); one that leaves
+// the window enters the main cache, a segmented LRU (probation, and
+// protected: 80% of main, for entries used again there), only when room is
+// free or when a frequency sketch says it is used more often than the entry
+// it would evict. The sketch is a count-min of 4-bit counters (kept in
+// bytes; 4 rows of 4 counters per entry of `entry_size` the capacity holds,
+// so 16 bytes per such entry), every counter halved after 10 accesses per
+// such entry: frequency with aging. Why for pacsetfs: blocks of the top
+// levels and popular paths are used by most rows, a row's deep blocks by
+// few; under LRU a burst of cold rows flushes the former, here they stay
+// (measured on recorded traffic: docs/scale.md).
+//
+// Not thread-safe: the owner locks.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <list>
+#include <unordered_map>
+#include <vector>
+
+namespace pacset {
+
+template <typename Key, typename Hash>
+class WTinyLfu {
+ public:
+  // `capacity`: the bound on the sizes held (bytes, or entries with size
+  // 1); `entry_size`: a typical entry's size, which sizes the sketch and
+  // the window's minimum (one entry).
+  WTinyLfu(uint64_t capacity, uint64_t entry_size)
+      : capacity_(capacity),
+        window_cap_(std::min(capacity, std::max(entry_size, capacity / 100))),
+        main_cap_(capacity - window_cap_),
+        protected_cap_(main_cap_ / 10 * 8 + main_cap_ % 10 * 8 / 10) {
+    const uint64_t entries = std::max<uint64_t>(1, capacity / std::max<uint64_t>(1, entry_size));
+    uint64_t width = 16;
+    while (width < 4 * entries && width < (uint64_t{1} << 26)) width <<= 1;
+    mask_ = width - 1;
+    for (auto& row : sketch_) row.assign(width, 0);
+    sample_ = std::max<uint64_t>(16, 10 * entries);
+  }
+
+  // One lookup of `k`, hit or miss: counts it in the sketch; when `k` is
+  // held, marks it used and returns true.
+  bool Touch(const Key& k) {
+    CountUse(k);
+    auto it = nodes_.find(k);
+    if (it == nodes_.end()) return false;
+    Node& n = it->second;
+    switch (n.segment) {
+      case kWindow:
+        window_.splice(window_.begin(), window_, n.pos);
+        break;
+      case kProtected:
+        protected_.splice(protected_.begin(), protected_, n.pos);
+        break;
+      case kProbation:  // used again in main: protect it
+        protected_.splice(protected_.begin(), probation_, n.pos);
+        n.segment = kProtected;
+        probation_bytes_ -= n.size;
+        protected_bytes_ += n.size;
+        while (protected_bytes_ > protected_cap_) {
+          Node& d = nodes_.at(protected_.back());
+          probation_.splice(probation_.begin(), protected_, d.pos);
+          d.segment = kProbation;
+          protected_bytes_ -= d.size;
+          probation_bytes_ += d.size;
+        }
+        break;
+    }
+    return true;
+  }
+
+  // Adds `k` (not held; Touch it first so that its use is counted) of
+  // `size`; appends to `evicted` every key that leaves, possibly `k`
+  // itself (not admitted, or larger than the capacity).
+  void Insert(const Key& k, uint64_t size, std::vector<Key>* evicted) {
+    if (nodes_.count(k)) return;
+    if (size > capacity_) {
+      evicted->push_back(k);
+      return;
+    }
+    window_.push_front(k);
+    nodes_[k] = Node{kWindow, window_.begin(), size};
+    window_bytes_ += size;
+    while (window_bytes_ > window_cap_) {
+      const Key c = window_.back();
+      Node& n = nodes_.at(c);
+      window_.pop_back();
+      window_bytes_ -= n.size;
+      Admit(c, &n, evicted);
+    }
+  }
+
+  // Forgets `k` (dropped by its owner); no-op when not held.
+  void Erase(const Key& k) {
+    auto it = nodes_.find(k);
+    if (it == nodes_.end()) return;
+    ListOf(it->second.segment).erase(it->second.pos);
+    BytesOf(it->second.segment) -= it->second.size;
+    nodes_.erase(it);
+  }
+
+  bool Contains(const Key& k) const { return nodes_.count(k) != 0; }
+  size_t size() const { return nodes_.size(); }
+  uint64_t bytes() const { return window_bytes_ + probation_bytes_ + protected_bytes_; }
+  void Clear() {
+    nodes_.clear();
+    window_.clear();
+    probation_.clear();
+    protected_.clear();
+    window_bytes_ = probation_bytes_ = protected_bytes_ = 0;
+    for (auto& row : sketch_) std::fill(row.begin(), row.end(), 0);
+    added_ = 0;
+  }
+  // The sketch's estimate of how often `k` was used lately (0..15).
+  uint32_t Frequency(const Key& k) const {
+    const uint64_t h = Hash()(k);
+    uint32_t m = 15;
+    for (int i = 0; i < kRows; ++i) m = std::min<uint32_t>(m, sketch_[i][Slot(h, i)]);
+    return m;
+  }
+
+ private:
+  enum Segment : uint8_t { kWindow, kProbation, kProtected };
+  struct Node {
+    Segment segment;
+    typename std::list<Key>::iterator pos;
+    uint64_t size;
+  };
+  static constexpr int kRows = 4;
+
+  std::list<Key>& ListOf(Segment s) {
+    return s == kWindow ? window_ : s == kProbation ? probation_ : protected_;
+  }
+  uint64_t& BytesOf(Segment s) {
+    return s == kWindow ? window_bytes_ : s == kProbation ? probation_bytes_ : protected_bytes_;
+  }
+
+  // `c` left the window (`n` its node, in no list now).
+  void Admit(const Key& c, Node* n, std::vector<Key>* evicted) {
+    if (probation_bytes_ + protected_bytes_ + n->size > main_cap_) {
+      std::list<Key>& victims = probation_.empty() ? protected_ : probation_;
+      if (victims.empty() || Frequency(c) <= Frequency(victims.back())) {
+        evicted->push_back(c);
+        nodes_.erase(c);
+        return;
+      }
+      while (probation_bytes_ + protected_bytes_ + n->size > main_cap_) {
+        std::list<Key>& from = probation_.empty() ? protected_ : probation_;
+        const Key v = from.back();
+        auto vn = nodes_.find(v);
+        BytesOf(vn->second.segment) -= vn->second.size;
+        from.pop_back();
+        nodes_.erase(vn);
+        evicted->push_back(v);
+      }
+    }
+    probation_.push_front(c);
+    n->segment = kProbation;
+    n->pos = probation_.begin();
+    probation_bytes_ += n->size;
+  }
+
+  void CountUse(const Key& k) {
+    const uint64_t h = Hash()(k);
+    for (int i = 0; i < kRows; ++i) {
+      uint8_t& c = sketch_[i][Slot(h, i)];
+      if (c < 15) ++c;
+    }
+    if (++added_ >= sample_) {
+      for (auto& row : sketch_)
+        for (auto& c : row) c >>= 1;
+      added_ /= 2;
+    }
+  }
+  size_t Slot(uint64_t h, int i) const {
+    static constexpr uint64_t kSeeds[kRows] = {0x9E3779B97F4A7C15ull, 0xC2B2AE3D27D4EB4Full,
+                                               0x165667B19E3779F9ull, 0xD6E8FEB86659FD93ull};
+    uint64_t x = (h + 1) * kSeeds[i];
+    x ^= x >> 31;
+    x *= 0x94D049BB133111EBull;
+    x ^= x >> 29;
+    return static_cast<size_t>(x & mask_);
+  }
+
+  const uint64_t capacity_, window_cap_, main_cap_, protected_cap_;
+  std::unordered_map<Key, Node, Hash> nodes_;
+  std::list<Key> window_, probation_, protected_;  // front = most recent
+  uint64_t window_bytes_ = 0, probation_bytes_ = 0, protected_bytes_ = 0;
+  std::vector<uint8_t> sketch_[kRows];
+  uint64_t mask_ = 0;
+  uint64_t sample_ = 0;
+  uint64_t added_ = 0;
+};
+
+}  // namespace pacset
