@@ -29,7 +29,9 @@ uint64_t Mix(uint64_t x) {  // splitmix64's finaliser
 
 // ---- BlockSampler ----
 
-BlockSampler::BlockSampler(double rate, uint64_t seed) : seed_(seed) {
+// The seed is mixed too: with key ^ seed, small seeds would only permute
+// small keys among themselves (the same hot blocks in every sample).
+BlockSampler::BlockSampler(double rate, uint64_t seed) : seed_(Mix(seed)) {
   rate = std::clamp(rate, 1.0 / (uint64_t{1} << kSampleBits), 1.0);
   threshold_ =
       static_cast<uint64_t>(std::llround(rate * static_cast<double>(uint64_t{1} << kSampleBits)));

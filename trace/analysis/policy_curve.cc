@@ -34,11 +34,14 @@ StatusOr<std::vector<double>> SimulateMissRatios(const BlockAccessStream& stream
       continue;
     }
     CacheModelOptions o;
-    o.capacity_blocks = rate < 1 ? std::max<uint64_t>(
-                                       1, std::llround(static_cast<double>(c) * rate))
-                                 : c;
+    o.capacity_blocks =
+        rate < 1 ? std::max<uint64_t>(1, std::llround(static_cast<double>(c) * rate)) : c;
     PACSET_ASSIGN_OR_RETURN(PolicyOutcome r, SimulateCachePolicy(*s, options.policy, o));
-    out.push_back(static_cast<double>(r.misses()) / static_cast<double>(r.accesses));
+    // Sampled: by the expected sample, rate x all accesses (as SHARDS-adj):
+    // a hot block in or out of the sample moves the estimate by its misses,
+    // not by its accesses.
+    out.push_back(std::min(
+        1.0, static_cast<double>(r.misses()) / (rate * static_cast<double>(stream.keys.size()))));
   }
   return out;
 }
@@ -47,9 +50,8 @@ namespace {
 
 // The policy's curve of one forest: at log-spaced sizes, the text's
 // fractions of the footprint, `extra` sizes, and the memory targets refined.
-StatusOr<MissRatioCurve> SimulatedCurve(const BlockAccessStream& stream,
-                                        const MissRatioCurve& lru, uint64_t unit,
-                                        const PolicyCurveOptions& options,
+StatusOr<MissRatioCurve> SimulatedCurve(const BlockAccessStream& stream, const MissRatioCurve& lru,
+                                        uint64_t unit, const PolicyCurveOptions& options,
                                         const std::vector<uint64_t>& extra) {
   const uint64_t fp_blocks = (lru.footprint_bytes() + unit - 1) / unit;
   std::map<uint64_t, double> by_blocks;  // capacity (blocks) -> miss ratio
@@ -72,7 +74,8 @@ StatusOr<MissRatioCurve> SimulatedCurve(const BlockAccessStream& stream,
     const uint64_t b = std::llround(std::pow(static_cast<double>(fp_blocks), f));
     sizes[b * unit] = b;
   }
-  for (int k : {64, 32, 16, 8, 4, 2, 1}) sizes[lru.footprint_bytes() / k] = lru.footprint_bytes() / k / unit;
+  for (int k : {64, 32, 16, 8, 4, 2, 1})
+    sizes[lru.footprint_bytes() / k] = lru.footprint_bytes() / k / unit;
   for (uint64_t c : extra) sizes[c] = c / unit;
   std::vector<uint64_t> blocks;
   for (const auto& [bytes, b] : sizes) blocks.push_back(b);
