@@ -1,6 +1,7 @@
 // Miss-ratio curves: for every cache size, the fraction of block accesses an
-// LRU cache of that size would miss (`pacset-trace mrc`, the "memory" section
-// of `pacset-trace report`). The curve answers "how much memory does this
+// LRU cache of that size would miss (`pacset-trace mrc --policy lru`; the
+// default curve, of the daemon's W-TinyLFU, is simulated by policy_curve.h
+// and carried in the same MissRatioCurve). The curve answers "how much memory does this
 // traffic need": the smallest cache that serves 90/99/99.9% of accesses.
 //
 // Which accesses: the daemon's block cache (fs/block_cache.h) is looked up
