@@ -18,7 +18,7 @@
 // reads again, which under LRU flushed them. Measured on traces recorded
 // through a mount (one row at a time, Fashion-MNIST forests of 200 and 682
 // trees): at 1/16 to 1/4 of the forest, 10-50% more hits than LRU
-// (docs/scale.md; `cache_policies_bench`). The same code replays a trace in
+// (docs/scale.md; `pacset-trace cache-policies`). The same code replays a trace in
 // trace/analysis/cache_policies.h to predict this cache's store fetches.
 //
 // Thread-safety: all methods may be called concurrently.

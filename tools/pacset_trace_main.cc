@@ -2,7 +2,9 @@
 //
 //   pacset-trace record [--mount M] [--cold] [--per-row] -o TRACE -- COMMAND...
 //   pacset-trace report TRACE [--json] [--html OUT [--model forest.pac]] [--sample-rate R]
-//   pacset-trace mrc TRACE [--sample-rate R] [--at SIZE]... [--csv | --json]
+//                [--policy lru|w-tinylfu]
+//   pacset-trace mrc TRACE [--policy lru|w-tinylfu] [--sample-rate R] [--at SIZE]... [--csv |
+//   --json] pacset-trace cache-policies TRACE [--model forest.pac] [--forest NAME] [--json]
 //   pacset-trace compare TRACE --model forest.pac --input rows.csv [--forest NAME]
 //   pacset-trace layouts [--model MODEL] [--pac F]... [--trace T]... --input rows.csv [-o OUT.html]
 //   pacset-trace merge TRACE MARKS [-o OUT]
@@ -14,10 +16,21 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <iostream>
 
 #include "tools/trace_commands.h"
+#include "trace/analysis/cache_policies.h"
 
 namespace {
+
+// --policy of the curves: the daemon's (fs/block_cache.h) by default.
+void AddPolicy(CLI::App* app, std::string* policy) {
+  app->add_option("--policy", *policy,
+                  "Cache policy of the curve: w-tinylfu (the daemon's; simulated) or lru "
+                  "(exact; an upper bound on the daemon's misses)")
+      ->default_val("w-tinylfu")
+      ->check(CLI::IsMember({"lru", "w-tinylfu"}));
+}
 
 int Fail(const pacset::Status& s) {
   std::fprintf(stderr, "pacset-trace: error: %s\n", s.ToString().c_str());
@@ -53,6 +66,7 @@ int main(int argc, char** argv) {
                  "Memory section: sample this share of the blocks (1: exact)")
       ->default_val(1.0)
       ->check(CLI::Range(0.0, 1.0));
+  AddPolicy(rp, &rep.policy);
 
   pacset::MrcCliOptions mrc;
   auto* mr = app.add_subcommand(
@@ -62,11 +76,20 @@ int main(int argc, char** argv) {
                  "Sample this share of the blocks (SHARDS; for billions of accesses), 1: exact")
       ->default_val(1.0)
       ->check(CLI::Range(0.0, 1.0));
+  AddPolicy(mr, &mrc.policy);
   mr->add_option("--seed", mrc.seed, "Which blocks the sample takes");
   mr->add_option("--at", mrc.sizes, "Also give the curve at this cache size (e.g. 64MiB)");
   mr->add_option("--points", mrc.points, "Points per curve in --csv and --json")->default_val(200);
   auto* mr_csv = mr->add_flag("--csv", mrc.csv, "Print the curves as CSV");
   mr->add_flag("--json", mrc.json, "Print one JSON object")->excludes(mr_csv);
+
+  pacset::CachePoliciesCliOptions pol;
+  auto* cp = app.add_subcommand("cache-policies",
+                                "Hit ratio of each block-cache policy over a trace, by cache size");
+  cp->add_option("TRACE", pol.trace)->required();
+  cp->add_option("--model", pol.model, "The traced .pac: its metadata and bins for bin-lru");
+  cp->add_option("--forest", pol.forest, "Forest name in the trace (default: the only one)");
+  cp->add_flag("--json", pol.json, "Print one JSON object");
 
   pacset::CompareCliOptions cmp;
   auto* c =
@@ -133,6 +156,8 @@ int main(int argc, char** argv) {
     s = pacset::RunReport(rep);
   } else if (*mr) {
     s = pacset::RunMrc(mrc);
+  } else if (*cp) {
+    s = pacset::RunCachePoliciesCommand(pol, std::cout);
   } else if (*c) {
     s = pacset::RunCompare(cmp);
   } else if (*l) {

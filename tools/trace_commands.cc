@@ -23,6 +23,7 @@
 #include "protocol/control.h"
 #include "tools/helper_programs.h"
 #include "trace/analysis/miss_ratio.h"
+#include "trace/analysis/policy_curve.h"
 #include "trace/analysis/trace_compare.h"
 #include "trace/analysis/trace_html.h"
 #include "trace/analysis/trace_report.h"
@@ -63,6 +64,23 @@ CountDistribution Analytical(const PacEngine& engine, const RowMatrix& rows, Sta
   if (counts.ok())
     for (uint64_t c : counts->per_row) d.Add(c);
   return d;
+}
+
+// The curves of `trace` under `policy` (lru: exact; else simulated, also at
+// `extra` sizes), with the same sampling.
+StatusOr<MissRatioReport> PolicyMissRatio(const std::string& trace, const std::string& policy,
+                                          double sample_rate, uint64_t seed,
+                                          const std::vector<uint64_t>& extra) {
+  PolicyCurveOptions po;
+  PACSET_ASSIGN_OR_RETURN(po.policy, ParseCachePolicy(policy));
+  po.sample_rate = sample_rate;
+  po.seed = seed;
+  MissRatioOptions mo;
+  mo.sample_rate = sample_rate;
+  mo.seed = seed;
+  PACSET_ASSIGN_OR_RETURN(MissRatioReport m, ComputeMissRatio(trace, mo));
+  PACSET_RETURN_IF_ERROR(ApplyPolicyCurves(trace, po, extra, &m));
+  return m;
 }
 
 }  // namespace
@@ -153,9 +171,8 @@ Status RunReport(const ReportCliOptions& o) {
   ReportOptions ro;
   ro.bucket_seconds = o.bucket_seconds;
   PACSET_ASSIGN_OR_RETURN(TraceReport report, BuildTraceReport(o.trace, ro));
-  MissRatioOptions mo;
-  mo.sample_rate = o.sample_rate;
-  PACSET_ASSIGN_OR_RETURN(MissRatioReport memory, ComputeMissRatio(o.trace, mo));
+  PACSET_ASSIGN_OR_RETURN(MissRatioReport memory,
+                          PolicyMissRatio(o.trace, o.policy, o.sample_rate, 0, {}));
   if (!o.html.empty()) {
     PacRegions regions;
     uint32_t regions_forest = 0;
@@ -196,10 +213,8 @@ Status RunMrc(const MrcCliOptions& o) {
     PACSET_ASSIGN_OR_RETURN(uint64_t v, ParseByteSize(text, "cache size"));
     sizes.push_back(v);
   }
-  MissRatioOptions mo;
-  mo.sample_rate = o.sample_rate;
-  mo.seed = o.seed;
-  PACSET_ASSIGN_OR_RETURN(MissRatioReport m, ComputeMissRatio(o.trace, mo));
+  PACSET_ASSIGN_OR_RETURN(MissRatioReport m,
+                          PolicyMissRatio(o.trace, o.policy, o.sample_rate, o.seed, sizes));
   if (o.json) {
     nlohmann::json j = m.ToJson(o.points);
     nlohmann::json at = nlohmann::json::array();
@@ -219,10 +234,11 @@ Status RunMrc(const MrcCliOptions& o) {
     std::fputs(m.ToText().c_str(), stdout);
     for (uint64_t c : sizes) {
       const MissRatioPoint p = m.all.At(c);
-      std::printf("  at %s: miss ratio %.4f%%, %.0f misses of %llu accesses%s\n",
-                  FormatByteSize(c).c_str(), 100 * p.miss_ratio, p.misses,
-                  static_cast<unsigned long long>(m.all.accesses()),
-                  m.all.exact() ? "" : (" (+- " + std::to_string(p.error) + ")").c_str());
+      std::printf(
+          "  at %s: miss ratio %.4f%%, %.0f misses of %llu accesses%s\n", FormatByteSize(c).c_str(),
+          100 * p.miss_ratio, p.misses, static_cast<unsigned long long>(m.all.accesses()),
+          m.all.exact() || m.all.simulated() ? ""
+                                             : (" (+- " + std::to_string(p.error) + ")").c_str());
     }
   }
   return Status::Ok();

@@ -30,7 +30,8 @@ struct ReportCliOptions {
   std::string html;   // write a self-contained HTML report here
   std::string model;  // the traced .pac: marks metadata, bins and residuals on the heat map
   double bucket_seconds = 1.0;
-  double sample_rate = 1.0;  // of the memory section's curves (1: exact)
+  double sample_rate = 1.0;          // of the memory section's curves (1: exact)
+  std::string policy = "w-tinylfu";  // of the memory section's curves
 };
 Status RunReport(const ReportCliOptions& options);
 
@@ -38,6 +39,7 @@ struct MrcCliOptions {
   std::string trace;
   double sample_rate = 1.0;  // 1: the exact pass; below: SHARDS sampling of blocks
   uint64_t seed = 0;
+  std::string policy = "w-tinylfu";  // the daemon's (simulated), or lru (exact)
   bool csv = false, json = false;
   size_t points = 200;             // per curve in CSV and JSON
   std::vector<std::string> sizes;  // also print the curve at these cache sizes

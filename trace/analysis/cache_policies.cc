@@ -269,6 +269,7 @@ uint64_t OptimalHits(const std::vector<uint64_t>& keys, size_t begin, size_t end
 class AccessCollector : public TraceVisitor {
  public:
   void OnAccess(const TraceRecord& r, uint32_t, const ScannedRequest*) override {
+    if (r.flags & kTraceFlagError) return;  // a failed fetch is not cached: no lookup to model
     Stream& s = streams_[r.forest];
     auto g = s.generations.emplace(r.generation, s.generations.size()).first;
     s.keys.push_back((g->second << kBlockBits) | (r.block & kBlockMask));

@@ -27,12 +27,27 @@ uint64_t Mix(uint64_t x) {  // splitmix64's finaliser
 
 }  // namespace
 
+// ---- BlockSampler ----
+
+// The seed is mixed too: with key ^ seed, small seeds would only permute
+// small keys among themselves (the same hot blocks in every sample).
+BlockSampler::BlockSampler(double rate, uint64_t seed) : seed_(Mix(seed)) {
+  rate = std::clamp(rate, 1.0 / (uint64_t{1} << kSampleBits), 1.0);
+  threshold_ =
+      static_cast<uint64_t>(std::llround(rate * static_cast<double>(uint64_t{1} << kSampleBits)));
+  rate_ = static_cast<double>(threshold_) / static_cast<double>(uint64_t{1} << kSampleBits);
+}
+
+bool BlockSampler::Contains(uint64_t key) const {
+  return rate_ >= 1.0 || (Mix(key ^ seed_) >> (64 - kSampleBits)) < threshold_;
+}
+
 // ---- MissRatioBuilder ----
 
 struct MissRatioBuilder::State {
   double rate = 1.0;
   uint64_t seed = 0;
-  uint64_t threshold = uint64_t{1} << kSampleBits;  // sampled iff hash < threshold
+  BlockSampler sampler;
   struct Live {
     uint64_t pos;
     uint32_t bytes;
@@ -89,11 +104,9 @@ struct MissRatioBuilder::State {
 };
 
 MissRatioBuilder::MissRatioBuilder(double rate, uint64_t seed) : s_(std::make_unique<State>()) {
-  s_->rate = std::clamp(rate, 1.0 / (uint64_t{1} << kSampleBits), 1.0);
+  s_->sampler = BlockSampler(rate, seed);
+  s_->rate = s_->sampler.rate();
   s_->seed = seed;
-  s_->threshold = static_cast<uint64_t>(
-      std::llround(s_->rate * static_cast<double>(uint64_t{1} << kSampleBits)));
-  s_->rate = static_cast<double>(s_->threshold) / static_cast<double>(uint64_t{1} << kSampleBits);
 }
 MissRatioBuilder::~MissRatioBuilder() = default;
 
@@ -107,7 +120,7 @@ MissRatioBuilder::MissRatioBuilder(MissRatioBuilder&&) noexcept = default;
 void MissRatioBuilder::Access(uint64_t key, uint32_t bytes) {
   State& s = *s_;
   ++s.accesses;
-  if (s.rate < 1.0 && (Mix(key ^ s.seed) >> (64 - kSampleBits)) >= s.threshold) return;
+  if (!s.sampler.Contains(key)) return;
   ++s.sampled;
   s.max_bytes = std::max(s.max_bytes, bytes);
   if (s.unit == 0) s.unit = bytes;
@@ -252,13 +265,36 @@ uint64_t MissRatioCurve::SampledHits(uint64_t cache_bytes) const {
   return it == distances_.begin() ? 0 : std::prev(it)->second;
 }
 
+MissRatioCurve MissRatioCurve::Simulated(const MissRatioCurve& lru, const std::string& policy,
+                                         double rate, std::vector<MissRatioPoint> points) {
+  MissRatioCurve c = lru;
+  c.policy_ = policy;
+  c.rate_ = rate;
+  c.block_first_.clear();
+  c.block_distances_.clear();
+  c.simulated_ = std::move(points);
+  return c;
+}
+
 double MissRatioCurve::MissRatio(uint64_t cache_bytes) const {
   if (cache_bytes == 0 && accesses_) return 1;  // known without sampling
+  if (simulated()) {                            // simulated at the points, linear in between
+    auto hi =
+        std::lower_bound(simulated_.begin(), simulated_.end(), cache_bytes,
+                         [](const MissRatioPoint& p, uint64_t c) { return p.cache_bytes < c; });
+    if (hi == simulated_.end()) return simulated_.back().miss_ratio;
+    if (hi->cache_bytes == cache_bytes || hi == simulated_.begin()) return hi->miss_ratio;
+    const auto lo = std::prev(hi);
+    const double f = static_cast<double>(cache_bytes - lo->cache_bytes) /
+                     static_cast<double>(hi->cache_bytes - lo->cache_bytes);
+    return lo->miss_ratio + f * (hi->miss_ratio - lo->miss_ratio);
+  }
   return ToRatio(sampled_accesses_ - SampledHits(cache_bytes));
 }
 
 double MissRatioCurve::Misses(uint64_t cache_bytes) const {
-  if (exact()) return static_cast<double>(sampled_accesses_ - SampledHits(cache_bytes));
+  if (exact() && !simulated())
+    return static_cast<double>(sampled_accesses_ - SampledHits(cache_bytes));
   return MissRatio(cache_bytes) * static_cast<double>(accesses_);
 }
 
@@ -267,7 +303,7 @@ MissRatioPoint MissRatioCurve::At(uint64_t cache_bytes) const {
   p.cache_bytes = cache_bytes;
   p.miss_ratio = MissRatio(cache_bytes);
   p.misses = Misses(cache_bytes);
-  if (exact() || !sampled_accesses_ || cache_bytes == 0) return p;
+  if (exact() || simulated() || !sampled_accesses_ || cache_bytes == 0) return p;
   p.error = ErrorBound(cache_bytes, by_expected_sample_);
   const double blocks =
       static_cast<double>(cache_bytes) / std::max<double>(1, unit_bytes_ ? max_block_bytes_ : 1);
@@ -280,12 +316,24 @@ std::optional<uint64_t> MissRatioCurve::BytesForHitRatio(double hit_ratio) const
   // ratio <= 1 - h, with room for the rounding of h.
   const double allowed = 1 - hit_ratio + 1e-12;
   if (ToRatio(sampled_accesses_) <= allowed) return 0;
+  if (simulated()) {
+    for (const auto& p : simulated_)
+      if (p.miss_ratio <= allowed) return p.cache_bytes;
+    return std::nullopt;
+  }
   for (const auto& [d, hits] : distances_)
     if (ToRatio(sampled_accesses_ - hits) <= allowed) return d;
   return std::nullopt;
 }
 
 std::vector<MissRatioPoint> MissRatioCurve::Points(size_t max_points) const {
+  if (simulated()) {  // every simulated point, thinned evenly
+    if (simulated_.size() <= max_points || max_points < 2) return simulated_;
+    std::vector<MissRatioPoint> out;
+    for (size_t i = 0; i < max_points; ++i)
+      out.push_back(simulated_[i * (simulated_.size() - 1) / (max_points - 1)]);
+    return out;
+  }
   std::vector<uint64_t> sizes = {0};
   if (distances_.size() + 1 <= max_points) {
     for (const auto& [d, n] : distances_) sizes.push_back(d);
@@ -308,7 +356,9 @@ std::vector<MissRatioPoint> MissRatioCurve::Points(size_t max_points) const {
 }
 
 nlohmann::json MissRatioCurve::ToJson(size_t max_points) const {
-  nlohmann::json j = {{"accesses", accesses_},
+  nlohmann::json j = {{"policy", policy_},
+                      {"simulated", simulated()},
+                      {"accesses", accesses_},
                       {"sample_rate", rate_},
                       {"exact", exact()},
                       {"unit", unit_bytes_ ? "bytes" : "blocks"},
@@ -326,7 +376,7 @@ nlohmann::json MissRatioCurve::ToJson(size_t max_points) const {
   for (const auto& p : Points(max_points)) {
     nlohmann::json q = {
         {"cache", p.cache_bytes}, {"miss_ratio", p.miss_ratio}, {"misses", p.misses}};
-    if (!exact()) {
+    if (!exact() && !simulated()) {
       q["error"] = p.error;
       q["size_error"] = p.size_error;
     }
@@ -475,12 +525,24 @@ std::string MissRatioReport::ToText() const {
     std::snprintf(line, sizeof(line), fmt, args...);
     out += line;
   };
-  const bool exact = all.exact();
-  add("memory for the daemon's block cache (LRU miss-ratio curve, %s)\n",
-      exact ? "exact" : "sampled");
-  if (!exact)
+  const MissRatioCurve& main = forests.size() == 1 ? forests[0].curve : all;
+  const bool exact = main.exact();
+  const bool bounded = !exact && !main.simulated();  // a sampled LRU pass has an error bound
+  if (main.simulated()) {
+    add("memory for the daemon's block cache (%s miss-ratio curve, simulated at %zu sizes%s)\n",
+        main.policy().c_str(), main.Points(SIZE_MAX).size(), exact ? "" : ", sampled");
+    if (!exact)
+      add("  sampled %.4g of the blocks, the cache scaled by it (a miniature simulation)\n",
+          main.sample_rate());
+  } else {
+    add("memory for the daemon's block cache (%s miss-ratio curve, %s)\n", main.policy().c_str(),
+        exact ? "exact" : "sampled");
+  }
+  if (bounded)
     add("  sampled %.4g of the blocks: +- = the error bound at 99%% confidence\n",
-        all.sample_rate());
+        main.sample_rate());
+  if (forests.size() > 1 && forests[0].curve.simulated())
+    add("  (all forests): the LRU curve (policies are simulated per forest)\n");
   if (dropped_events)
     add("  WARNING: the trace lost %llu accesses (queue full): the curve leaves them out\n",
         static_cast<unsigned long long>(dropped_events));
@@ -506,14 +568,15 @@ std::string MissRatioReport::ToText() const {
   for (const auto& f : forests) row(f.name, f.curve);
   if (forests.size() > 1) row("(all forests)", all);
   add("  (\"unreachable\": first accesses alone miss more often; \"cold\" = first accesses)\n");
-  // The miss ratio at fractions of the footprint, for all forests together.
-  const uint64_t fp = all.footprint_bytes();
+  // The miss ratio at fractions of the footprint: of the only forest, or of
+  // all forests together.
+  const uint64_t fp = main.footprint_bytes();
   if (fp) {
     add("  %-14s %12s %10s %12s\n", "cache", "of footprint", "miss ratio", "misses");
     for (int k : {64, 32, 16, 8, 4, 2, 1}) {
-      const MissRatioPoint p = all.At(fp / k);
-      std::string err = exact ? "" : "  +- " + std::to_string(p.error).substr(0, 6);
-      add("  %-14s %11s %9.2f%% %12.0f%s\n", SizeText(p.cache_bytes, all.unit_bytes()).c_str(),
+      const MissRatioPoint p = main.At(fp / k);
+      std::string err = bounded ? "  +- " + std::to_string(p.error).substr(0, 6) : "";
+      add("  %-14s %11s %9.2f%% %12.0f%s\n", SizeText(p.cache_bytes, main.unit_bytes()).c_str(),
           ("1/" + std::to_string(k)).c_str(), 100 * p.miss_ratio, p.misses, err.c_str());
     }
   }

@@ -1,6 +1,7 @@
 // Miss-ratio curves: for every cache size, the fraction of block accesses an
-// LRU cache of that size would miss (`pacset-trace mrc`, the "memory" section
-// of `pacset-trace report`). The curve answers "how much memory does this
+// LRU cache of that size would miss (`pacset-trace mrc --policy lru`; the
+// default curve, of the daemon's W-TinyLFU, is simulated by policy_curve.h
+// and carried in the same MissRatioCurve). The curve answers "how much memory does this
 // traffic need": the smallest cache that serves 90/99/99.9% of accesses.
 //
 // Which accesses: the daemon's block cache (fs/block_cache.h) is looked up
@@ -67,6 +68,20 @@
 
 namespace pacset {
 
+// SHARDS's spatial sample: a block is in it iff a hash of its key (with the
+// seed) falls under the rate, so each block is in or out for the whole
+// trace. The rate is rounded to a multiple of 2^-24 (rate()).
+class BlockSampler {
+ public:
+  explicit BlockSampler(double rate = 1.0, uint64_t seed = 0);
+  double rate() const { return rate_; }
+  bool Contains(uint64_t key) const;
+
+ private:
+  double rate_ = 1.0;
+  uint64_t seed_ = 0, threshold_ = 0;
+};
+
 // The miss ratio at one cache size, with the sampled pass's error bound.
 struct MissRatioPoint {
   uint64_t cache_bytes = 0;
@@ -76,11 +91,22 @@ struct MissRatioPoint {
   double size_error = 0;  // eta(c): 0 for the exact pass
 };
 
-// A curve: the distribution of stack distances of a stream of accesses.
-// Sizes are in bytes (or in blocks for version-1 traces, whose forests carry
-// no block size: `unit_bytes` = 0).
+// A curve: the distribution of stack distances of a stream of accesses (an
+// LRU cache), or the misses of another policy simulated at chosen sizes
+// (Simulated(); trace/analysis/policy_curve.h). Sizes are in bytes (or in
+// blocks for version-1 traces, whose forests carry no block size:
+// `unit_bytes` = 0).
 class MissRatioCurve {
  public:
+  // `policy`'s curve: `points` (ascending sizes, from 0 to `lru`'s
+  // footprint) simulated, in between linear; accesses, cold misses and
+  // footprint are `lru`'s (no policy changes them). `rate` < 1: a sampled
+  // simulation (no error bound: error and size_error are 0).
+  static MissRatioCurve Simulated(const MissRatioCurve& lru, const std::string& policy, double rate,
+                                  std::vector<MissRatioPoint> points);
+  const std::string& policy() const { return policy_; }  // "lru", or the simulated one
+  bool simulated() const { return !simulated_.empty(); }
+
   uint64_t accesses() const { return accesses_; }  // all accesses, sampled or not
   // Accesses that miss at every size: first accesses of a block (since the
   // start or the last drop of its forest). For a sampled pass, estimated.
@@ -116,6 +142,8 @@ class MissRatioCurve {
   double ToRatio(uint64_t sampled_misses) const;
   double ErrorBound(uint64_t cache_bytes, bool by_expected_sample) const;
   bool by_expected_sample_ = false;  // which estimator a sampled pass uses
+  std::string policy_ = "lru";
+  std::vector<MissRatioPoint> simulated_;  // Simulated(): the points, ascending
   // (stack distance, sampled accesses with a distance <= it), ascending.
   std::vector<std::pair<uint64_t, uint64_t>> distances_;
   // Sampled pass: per sampled block, its accesses' (scaled) distances, for
@@ -176,7 +204,7 @@ struct MissRatioReport {
   uint64_t drops = 0;
   uint64_t dropped_events = 0;  // the daemon's queue overflowed: the curve misses them
   std::vector<ForestMissRatio> forests;
-  MissRatioCurve all;
+  MissRatioCurve all;  // LRU when several forests (the simulation is per forest)
 
   nlohmann::json ToJson(size_t max_points = 200) const;
   // The section `pacset-trace report` and `mrc` print: per forest, memory for

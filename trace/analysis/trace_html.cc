@@ -333,9 +333,10 @@ std::string MissRatioSvg(const MissRatioReport& m) {
           "font-family=\"sans-serif\" font-size=\"11\">",
           left + w + 170, top + hh + 44);
   s +=
-      Fmt("<text x=\"%d\" y=\"14\" font-weight=\"bold\">miss ratio of an LRU cache of each "
-          "size%s</text>",
-          left, main.exact() ? "" : " (sampled)");
+      Fmt("<text x=\"%d\" y=\"14\" font-weight=\"bold\">miss ratio of a %s cache of each "
+          "size%s%s</text>",
+          left, Esc(main.policy()).c_str(), main.simulated() ? " (simulated)" : "",
+          main.exact() ? "" : " (sampled)");
   // x: log2 of the cache size, from the smallest distance / 2 to the footprint.
   uint64_t lo = UINT64_MAX, hi = 1;
   for (const auto& [name, c] : curves)
@@ -482,8 +483,11 @@ std::string RenderReportHtml(const TraceReport& report, const PacRegions* region
     h += "<h2>Memory: miss ratio by cache size</h2>";
     h +=
         "<p class=\"note\">For every size of pacsetfs's block cache (<code>-o cache_size=</code>), "
-        "the share of the traced block accesses it would miss (LRU, as the daemon's cache), "
-        "computed from the trace by <code>pacset-trace mrc</code>. Dashed: the memory for "
+        "the share of the traced block accesses it would miss under " +
+        Esc(memory->all.policy()) +
+        (memory->all.simulated() ? " (the daemon's policy, simulated at the plotted sizes)"
+                                 : " (exact; an upper bound on the daemon's W-TinyLFU misses)") +
+        ", computed from the trace by <code>pacset-trace mrc</code>. Dashed: the memory for "
         "90/99/99.9% hits.</p>";
     std::vector<std::vector<std::string>> mrows;
     auto add_row = [&](const std::string& name, const MissRatioCurve& c) {
