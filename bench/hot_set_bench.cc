@@ -203,13 +203,16 @@ int main(int argc, char** argv) {
   size_t warmup = a.warmup;
   for (size_t i = 0; i < warmup; ++i) {
     if (i % a.every == 0) keep_hot();
-    if (!engine.Predict(rows, i % n, i % n + 1, false, out.data()).ok()) Die("predict failed");
+    const pacset::Status st = engine.Predict(rows, i % n, i % n + 1, false, out.data());
+    if (!st.ok()) Die("predict failed: " + st.ToString());
     if (a.until_warm && i + 1 == warmup && engine.stats().warm_forest_bytes == 0 && warmup < 100000)
       warmup += 50;
   }
   if (a.until_warm) {
-    for (size_t i = 0; i < 50; ++i)
-      if (!engine.Predict(rows, i % n, i % n + 1, false, out.data()).ok()) Die("predict failed");
+    for (size_t i = 0; i < 50; ++i) {
+      const pacset::Status st = engine.Predict(rows, i % n, i % n + 1, false, out.data());
+      if (!st.ok()) Die("predict failed: " + st.ToString());
+    }
   }
   t0 = NowUs();
   for (size_t i = 0; i < a.rows; ++i) {

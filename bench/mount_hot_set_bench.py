@@ -8,9 +8,10 @@ gathering through the gather file, `--gather-file`), so its cache is the only
 copy of the forest in memory. With the gather on the forest file (the
 default of a mount) every block is pushed into the page cache, charged to the
 daemon's cgroup: --daemon-extra then limits the daemon to its cache plus that
-(measured: reads fail, "predict failed", with 12 or 24 MiB over the cache at
-1/2 of rf682; with 64 MiB they succeed, but that much page cache holds most
-of the forest). Needs root, /dev/fuse and a memory cgroup.
+(the daemon's own memory is its cache plus 17-29 MB on rf682: with 12 MiB
+over the cache the cgroup's OOM killer ends it; with 64 MiB it runs, but that
+much page cache holds most of the forest). Needs root, /dev/fuse and a
+memory cgroup.
 
   mount_hot_set_bench.py --bin build --pac rf.pac --csv test.csv \
       --fraction 1,0.5,0.25,0.125,0.0625 --rounds 3 --warmup 300 --rows 500
