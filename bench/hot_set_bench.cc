@@ -16,7 +16,10 @@
 // --until-warm: warm up until the warm forest is built (then 50 rows more),
 // so that a process with memory enough is measured in its steady state.
 // The measured rows are always rows 0, 1, ... of CSV (cycling), whatever
-// the warm-up. --no-warm-forest: never build the warm forest (a copy of every node, in
+// the warm-up. --gather-file: on a pacsetfs mount, blocks through the gather
+// file (protocol version 1), which with `-o no_push_blocks` puts nothing in
+// the forest file's page cache: the daemon's cache is then the only one.
+// --no-warm-forest: never build the warm forest (a copy of every node, in
 // anonymous memory), e.g. to measure the process's own memory.
 // Prints one JSON line: rows/s, p50/p99 latency (us), engine stats, a hash
 // of the predictions.
@@ -43,6 +46,7 @@ struct Args {
   uint64_t budget = ~uint64_t{0};
   bool warm_forest = true;
   bool until_warm = false;
+  bool gather_file = false;
 };
 
 [[noreturn]] void Die(const std::string& m) {
@@ -73,6 +77,8 @@ Args Parse(int argc, char** argv) {
       a.keep = next();
     } else if (s == "--until-warm") {
       a.until_warm = true;
+    } else if (s == "--gather-file") {
+      a.gather_file = true;
     } else if (s == "--no-warm-forest") {
       a.warm_forest = false;
     } else if (s == "--out") {
@@ -130,6 +136,7 @@ int main(int argc, char** argv) {
   const Args a = Parse(argc, argv);
   pacset::EngineOptions options;
   options.warm_forest = a.warm_forest;
+  if (a.gather_file) options.block_io = pacset::BlockIo::kGatherFile;
   auto engine_or = pacset::PacEngine::Open(a.pac, options);
   if (!engine_or.ok()) Die(engine_or.status().ToString());
   auto& engine = **engine_or;
@@ -196,13 +203,16 @@ int main(int argc, char** argv) {
   size_t warmup = a.warmup;
   for (size_t i = 0; i < warmup; ++i) {
     if (i % a.every == 0) keep_hot();
-    if (!engine.Predict(rows, i % n, i % n + 1, false, out.data()).ok()) Die("predict failed");
+    const pacset::Status st = engine.Predict(rows, i % n, i % n + 1, false, out.data());
+    if (!st.ok()) Die("predict failed: " + st.ToString());
     if (a.until_warm && i + 1 == warmup && engine.stats().warm_forest_bytes == 0 && warmup < 100000)
       warmup += 50;
   }
   if (a.until_warm) {
-    for (size_t i = 0; i < 50; ++i)
-      if (!engine.Predict(rows, i % n, i % n + 1, false, out.data()).ok()) Die("predict failed");
+    for (size_t i = 0; i < 50; ++i) {
+      const pacset::Status st = engine.Predict(rows, i % n, i % n + 1, false, out.data());
+      if (!st.ok()) Die("predict failed: " + st.ToString());
+    }
   }
   t0 = NowUs();
   for (size_t i = 0; i < a.rows; ++i) {

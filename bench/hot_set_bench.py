@@ -65,7 +65,9 @@ def main():
     ap.add_argument("--bench-before", help="another build; a mode ending in @before runs it")
     ap.add_argument("--pac", required=True)
     ap.add_argument("--csv", required=True)
-    ap.add_argument("--fraction", type=float, default=0.125)
+    ap.add_argument("--fraction", default="0.125",
+                    help="share of the file in memory; a comma-separated list runs each, "
+                    "interleaved (e.g. 1,0.5,0.25,0.125,0.0625)")
     ap.add_argument("--keep", default="none", help="comma-separated modes under the limit")
     ap.add_argument("--budget-share", type=float, default=0.75,
                     help="lock/touch at most this share of the forest's memory allowance")
@@ -85,21 +87,23 @@ def main():
     # The cgroup's anonymous memory (the process's own, kernel-side buffers
     # of its rings included) with no warm forest, after as many rows.
     own = max(calib["rss_anon"], calib["cg_rss"])
-    allowance = int(size * args.fraction)
-    limit = own + allowance
-    budget = int(allowance * args.budget_share)
-    print("file %d bytes; process anon %d; limit %d (+%.4g of the file); keep budget %d" %
-          (size, own, limit, args.fraction, budget), flush=True)
-
+    fractions = [float(f) for f in args.fraction.split(",")]
     configs = [("no-limit", 0, ["--until-warm"])]
-    for name in args.keep.split(","):
-        mode = name.split("@")[0]
-        extra = ["--keep", mode]
-        if mode != "none":
-            extra += ["--budget", str(budget), "--every", str(args.every)]
-        if name.endswith("@before"):
-            extra = ["@before"] + extra
-        configs.append(("limit/" + name, limit, extra))
+    for fraction in fractions:
+        allowance = int(size * fraction)
+        limit = own + allowance
+        budget = int(allowance * args.budget_share)
+        print("file %d bytes; process anon %d; limit %d (+%.4g of the file); keep budget %d" %
+              (size, own, limit, fraction, budget), flush=True)
+        for name in args.keep.split(","):
+            mode = name.split("@")[0]
+            extra = ["--keep", mode]
+            if mode != "none":
+                extra += ["--budget", str(budget), "--every", str(args.every)]
+            if name.endswith("@before"):
+                extra = ["@before"] + extra
+            label = name if len(fractions) == 1 else "%s@%g" % (name, fraction)
+            configs.append(("limit/" + label, limit, extra))
     results = {c[0]: [] for c in configs}
     hashes = set()
     for rnd in range(args.rounds):
@@ -113,7 +117,7 @@ def main():
             r["peak"] = peak
             results[name].append(r)
             hashes.add(r["hash"])
-            print("round %d %-18s %8.1f rows/s p50 %7.1f us p99 %8.1f us fetched %7d "
+            print("round %d %-24s %8.1f rows/s p50 %7.1f us p99 %8.1f us fetched %7d "
                   "warm %5d locked %9d peak %10d failcnt %d rss %d cache %d" %
                   (rnd, name, r["rows_per_s"], r["p50_us"], r["p99_us"], r["blocks_fetched"],
                    r["warm_requests"], r["locked_bytes"], peak, failcnt, r["cg_rss"], r["cg_cache"]),
@@ -123,7 +127,7 @@ def main():
     for name, _, _ in configs:
         rs = results[name]
         v = [r["rows_per_s"] for r in rs]
-        print("%-18s rows/s %8.1f [%.1f-%.1f] = %.3fx  p50 %.0f us  p99 %.0f us  fetched/row %.1f" %
+        print("%-24s rows/s %8.1f [%.1f-%.1f] = %.3fx  p50 %.0f us  p99 %.0f us  fetched/row %.1f" %
               (name, statistics.median(v), min(v), max(v), statistics.median(v) / base,
                statistics.median(r["p50_us"] for r in rs),
                statistics.median(r["p99_us"] for r in rs),
