@@ -44,5 +44,16 @@ TEST(QuoteExcerpt, QuotesAndCutsAfterFortyBytes) {
   EXPECT_EQ(QuoteExcerpt(forty + "b"), "'" + forty + "...'");
 }
 
+TEST(StringUtil, StringAppendFAppendsWhateverTheLength) {
+  std::string out = "x=";
+  StringAppendF(&out, "%d;", 42);
+  EXPECT_EQ(out, "x=42;");
+  const std::string long_name(1000, 'n');  // past any fixed line buffer
+  StringAppendF(&out, "[%s] %.2f", long_name.c_str(), 0.5);
+  EXPECT_EQ(out, "x=42;[" + long_name + "] 0.50");
+  StringAppendF(&out, "%s", "");
+  EXPECT_EQ(out.size(), 5 + 1 + 1000 + 1 + 5);
+}
+
 }  // namespace
 }  // namespace pacset

@@ -1,5 +1,5 @@
 // Small text helpers, one home each: prefix and suffix tests, plain decimal
-// numbers, values quoted in error messages.
+// numbers, values quoted in error messages, printf appended to a string.
 #pragma once
 
 #include <cstdint>
@@ -24,5 +24,9 @@ bool ParseUint64(std::string_view s, uint64_t* out);
 // A value from an input, for an error message: in single quotes, cut to its
 // first 40 bytes followed by "..." when longer ('abc', 'aaaa...aaaa...').
 std::string QuoteExcerpt(std::string_view s);
+
+// printf into the end of *out, whatever the length (reports build their text
+// with it). The format is checked at compile time like printf's.
+void StringAppendF(std::string* out, const char* format, ...) __attribute__((format(printf, 2, 3)));
 
 }  // namespace pacset

@@ -13,6 +13,7 @@
 // Why it reads the way it does: engine/DESIGN.md, "Reading a mapped file".
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -77,8 +78,13 @@ class PacFileSource final : public BlockSource {
   // parallel with the request's other misses (one-row serving of the
   // 682-tree forest with 1/8 of it in memory: engine/DESIGN.md, "When
   // memory is short").
+  // A Ready block the snapshot missed is asked about again (one mincore):
+  // resident now means this request fetched it since the snapshot (no
+  // second fetch), not resident means it was evicted since verified.
   bool Missing(uint64_t b, ResidencySnapshot* snapshot) const {
-    return mapped_ && snapshot->Missing(b);
+    if (!mapped_ || !snapshot->Missing(b)) return false;
+    const uint64_t len = std::min<uint64_t>(bs_, file_.size() - b * bs_);
+    return !IsReady(b) || !Resident(b * bs_, len);
   }
 
  private:

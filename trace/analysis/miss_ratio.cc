@@ -10,6 +10,7 @@
 #include "trace/trace_reader.h"
 #include "util/csv.h"
 #include "util/size.h"
+#include "util/string_util.h"
 
 namespace pacset {
 namespace {
@@ -520,38 +521,38 @@ nlohmann::json MissRatioReport::ToJson(size_t max_points) const {
 
 std::string MissRatioReport::ToText() const {
   std::string out;
-  char line[512];
-  auto add = [&](const char* fmt, auto... args) {
-    std::snprintf(line, sizeof(line), fmt, args...);
-    out += line;
-  };
   const MissRatioCurve& main = forests.size() == 1 ? forests[0].curve : all;
   const bool exact = main.exact();
   const bool bounded = !exact && !main.simulated();  // a sampled LRU pass has an error bound
   if (main.simulated()) {
-    add("memory for the daemon's block cache (%s miss-ratio curve, simulated at %zu sizes%s)\n",
+    StringAppendF(
+        &out,
+        "memory for the daemon's block cache (%s miss-ratio curve, simulated at %zu sizes%s)\n",
         main.policy().c_str(), main.Points(SIZE_MAX).size(), exact ? "" : ", sampled");
     if (!exact)
-      add("  sampled %.4g of the blocks, the cache scaled by it (a miniature simulation)\n",
+      StringAppendF(
+          &out, "  sampled %.4g of the blocks, the cache scaled by it (a miniature simulation)\n",
           main.sample_rate());
   } else {
-    add("memory for the daemon's block cache (%s miss-ratio curve, %s)\n", main.policy().c_str(),
-        exact ? "exact" : "sampled");
+    StringAppendF(&out, "memory for the daemon's block cache (%s miss-ratio curve, %s)\n",
+                  main.policy().c_str(), exact ? "exact" : "sampled");
   }
   if (bounded)
-    add("  sampled %.4g of the blocks: +- = the error bound at 99%% confidence\n",
-        main.sample_rate());
+    StringAppendF(&out, "  sampled %.4g of the blocks: +- = the error bound at 99%% confidence\n",
+                  main.sample_rate());
   if (forests.size() > 1 && forests[0].curve.simulated())
-    add("  (all forests): the LRU curve (policies are simulated per forest)\n");
+    StringAppendF(&out, "  (all forests): the LRU curve (policies are simulated per forest)\n");
   if (dropped_events)
-    add("  WARNING: the trace lost %llu accesses (queue full): the curve leaves them out\n",
+    StringAppendF(
+        &out, "  WARNING: the trace lost %llu accesses (queue full): the curve leaves them out\n",
         static_cast<unsigned long long>(dropped_events));
   if (failed_accesses || unsized_accesses)
-    add("  not counted: %llu failed accesses, %llu accesses without forest geometry\n",
-        static_cast<unsigned long long>(failed_accesses),
-        static_cast<unsigned long long>(unsized_accesses));
-  add("  %-20s %10s %9s %12s %12s %12s %12s\n", "forest", "accesses", "cold", "90% hits",
-      "99% hits", "99.9% hits", "all (footprint)");
+    StringAppendF(&out,
+                  "  not counted: %llu failed accesses, %llu accesses without forest geometry\n",
+                  static_cast<unsigned long long>(failed_accesses),
+                  static_cast<unsigned long long>(unsized_accesses));
+  StringAppendF(&out, "  %-20s %10s %9s %12s %12s %12s %12s\n", "forest", "accesses", "cold",
+                "90% hits", "99% hits", "99.9% hits", "all (footprint)");
   auto row = [&](const std::string& name, const MissRatioCurve& c) {
     std::string cells[3];
     const double targets[3] = {0.9, 0.99, 0.999};
@@ -559,25 +560,29 @@ std::string MissRatioReport::ToText() const {
       auto b = c.BytesForHitRatio(targets[i]);
       cells[i] = b ? SizeText(*b, c.unit_bytes()) : "unreachable";
     }
-    add("  %-20s %10llu %8.2f%% %12s %12s %12s %12s\n", name.c_str(),
-        static_cast<unsigned long long>(c.accesses()),
-        c.accesses() ? 100 * c.cold_misses() / static_cast<double>(c.accesses()) : 0.0,
-        cells[0].c_str(), cells[1].c_str(), cells[2].c_str(),
-        SizeText(c.footprint_bytes(), c.unit_bytes()).c_str());
+    StringAppendF(&out, "  %-20s %10llu %8.2f%% %12s %12s %12s %12s\n", name.c_str(),
+                  static_cast<unsigned long long>(c.accesses()),
+                  c.accesses() ? 100 * c.cold_misses() / static_cast<double>(c.accesses()) : 0.0,
+                  cells[0].c_str(), cells[1].c_str(), cells[2].c_str(),
+                  SizeText(c.footprint_bytes(), c.unit_bytes()).c_str());
   };
   for (const auto& f : forests) row(f.name, f.curve);
   if (forests.size() > 1) row("(all forests)", all);
-  add("  (\"unreachable\": first accesses alone miss more often; \"cold\" = first accesses)\n");
+  StringAppendF(
+      &out,
+      "  (\"unreachable\": first accesses alone miss more often; \"cold\" = first accesses)\n");
   // The miss ratio at fractions of the footprint: of the only forest, or of
   // all forests together.
   const uint64_t fp = main.footprint_bytes();
   if (fp) {
-    add("  %-14s %12s %10s %12s\n", "cache", "of footprint", "miss ratio", "misses");
+    StringAppendF(&out, "  %-14s %12s %10s %12s\n", "cache", "of footprint", "miss ratio",
+                  "misses");
     for (int k : {64, 32, 16, 8, 4, 2, 1}) {
       const MissRatioPoint p = main.At(fp / k);
       std::string err = bounded ? "  +- " + std::to_string(p.error).substr(0, 6) : "";
-      add("  %-14s %11s %9.2f%% %12.0f%s\n", SizeText(p.cache_bytes, main.unit_bytes()).c_str(),
-          ("1/" + std::to_string(k)).c_str(), 100 * p.miss_ratio, p.misses, err.c_str());
+      StringAppendF(&out, "  %-14s %11s %9.2f%% %12.0f%s\n",
+                    SizeText(p.cache_bytes, main.unit_bytes()).c_str(),
+                    ("1/" + std::to_string(k)).c_str(), 100 * p.miss_ratio, p.misses, err.c_str());
     }
   }
   return out;

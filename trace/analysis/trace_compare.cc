@@ -8,6 +8,7 @@
 #include "engine/engine.h"
 #include "trace/trace_reader.h"
 #include "util/csv.h"
+#include "util/string_util.h"
 
 namespace pacset {
 namespace {
@@ -228,71 +229,86 @@ nlohmann::json CompareResult::ToJson(size_t max_requests) const {
 
 std::string CompareResult::ToText(size_t max_requests) const {
   std::string out;
-  char line[512];
-  auto add = [&](const char* fmt, auto... args) {
-    std::snprintf(line, sizeof(line), fmt, args...);
-    out += line;
-  };
-  add("forest %s: %zu requests compared (%s)\n", forest.c_str(), requests.size(),
-      checksum_verified ? "the traced generation is this .pac"
-                        : "version 1 trace: file not verified");
-  add("  %-28s %9s %9s %9s %9s\n", "blocks per request", "mean", "median", "p95", "max");
-  add("  %-28s %9.2f %9.1f %9llu %9llu\n", "analytical (engine paths)", analytical.mean(),
-      analytical.median(), static_cast<unsigned long long>(analytical.Quantile(0.95)),
-      static_cast<unsigned long long>(analytical.max()));
-  add("  %-28s %9.2f %9.1f %9llu %9llu\n", "measured (read via mount)", measured.mean(),
-      measured.median(), static_cast<unsigned long long>(measured.Quantile(0.95)),
-      static_cast<unsigned long long>(measured.max()));
+  StringAppendF(&out, "forest %s: %zu requests compared (%s)\n", forest.c_str(), requests.size(),
+                checksum_verified ? "the traced generation is this .pac"
+                                  : "version 1 trace: file not verified");
+  StringAppendF(&out, "  %-28s %9s %9s %9s %9s\n", "blocks per request", "mean", "median", "p95",
+                "max");
+  StringAppendF(&out, "  %-28s %9.2f %9.1f %9llu %9llu\n", "analytical (engine paths)",
+                analytical.mean(), analytical.median(),
+                static_cast<unsigned long long>(analytical.Quantile(0.95)),
+                static_cast<unsigned long long>(analytical.max()));
+  StringAppendF(&out, "  %-28s %9.2f %9.1f %9llu %9llu\n", "measured (read via mount)",
+                measured.mean(), measured.median(),
+                static_cast<unsigned long long>(measured.Quantile(0.95)),
+                static_cast<unsigned long long>(measured.max()));
   const CompareRequest& t = totals;
   out += "\nwhy they differ (summed over requests)\n";
-  add("  analytically needed:   %llu block reads\n", static_cast<unsigned long long>(t.analytical));
-  add("    read during the request:        %9llu (%s)\n",
-      static_cast<unsigned long long>(t.matched), Pct(t.matched, t.analytical).c_str());
-  add("    page cache hit (read earlier):  %9llu (%s)  blocks read by earlier requests since the"
+  StringAppendF(&out, "  analytically needed:   %llu block reads\n",
+                static_cast<unsigned long long>(t.analytical));
+  StringAppendF(&out, "    read during the request:        %9llu (%s)\n",
+                static_cast<unsigned long long>(t.matched), Pct(t.matched, t.analytical).c_str());
+  StringAppendF(
+      &out,
+      "    page cache hit (read earlier):  %9llu (%s)  blocks read by earlier requests since the"
       " last cache drop stay in the page cache\n",
       static_cast<unsigned long long>(t.resident), Pct(t.resident, t.analytical).c_str());
-  add("    prefetched by pacsetfs:         %9llu (%s)  mount option prefetch_bins\n",
+  StringAppendF(
+      &out, "    prefetched by pacsetfs:         %9llu (%s)  mount option prefetch_bins\n",
       static_cast<unsigned long long>(t.prefetched), Pct(t.prefetched, t.analytical).c_str());
-  add("    unexplained:                    %9llu (%s)%s\n",
-      static_cast<unsigned long long>(t.unexplained_missing),
-      Pct(t.unexplained_missing, t.analytical).c_str(),
-      t.unexplained_missing ? "  (pages cached before tracing started, lost trace events, or "
-                              "requests not matching input rows)"
-                            : "");
-  add("  measured but not needed: %llu\n",
+  StringAppendF(&out, "    unexplained:                    %9llu (%s)%s\n",
+                static_cast<unsigned long long>(t.unexplained_missing),
+                Pct(t.unexplained_missing, t.analytical).c_str(),
+                t.unexplained_missing
+                    ? "  (pages cached before tracing started, lost trace events, or "
+                      "requests not matching input rows)"
+                    : "");
+  StringAppendF(
+      &out, "  measured but not needed: %llu\n",
       static_cast<unsigned long long>(t.extra_metadata + t.extra_readahead + t.extra_other));
-  add("    metadata blocks:                %9llu  header and tree table, read at open\n",
-      static_cast<unsigned long long>(t.extra_metadata));
-  add("    readahead-like:                 %9llu  just after a needed block (mount -o readahead)\n",
+  StringAppendF(&out,
+                "    metadata blocks:                %9llu  header and tree table, read at open\n",
+                static_cast<unsigned long long>(t.extra_metadata));
+  StringAppendF(
+      &out,
+      "    readahead-like:                 %9llu  just after a needed block (mount -o readahead)\n",
       static_cast<unsigned long long>(t.extra_readahead));
-  add("    other:                          %9llu  e.g. other threads of the process during a "
+  StringAppendF(
+      &out,
+      "    other:                          %9llu  e.g. other threads of the process during a "
       "request\n",
       static_cast<unsigned long long>(t.extra_other));
-  add("  where measured blocks came from: store %llu, daemon cache %llu, joined in-flight fetch "
+  StringAppendF(
+      &out,
+      "  where measured blocks came from: store %llu, daemon cache %llu, joined in-flight fetch "
       "%llu\n",
       static_cast<unsigned long long>(t.from_store), static_cast<unsigned long long>(t.from_cache),
       static_cast<unsigned long long>(t.joined));
   if (t.measured)
-    add("  page reads per measured block: %.2f (1.00: each block faulted once, because pacsetfs "
+    StringAppendF(
+        &out,
+        "  page reads per measured block: %.2f (1.00: each block faulted once, because pacsetfs "
         "pushes a fetched block whole into the page cache; more: pages of a block served from the "
         "daemon cache fault one by one)\n",
         static_cast<double>(t.accesses) / t.measured);
-  add("  outside requests: %llu reads, %llu of the %llu metadata blocks (opening the file)\n",
+  StringAppendF(
+      &out, "  outside requests: %llu reads, %llu of the %llu metadata blocks (opening the file)\n",
       static_cast<unsigned long long>(outside_accesses),
       static_cast<unsigned long long>(outside_metadata_blocks),
       static_cast<unsigned long long>(metadata_blocks));
   if (requests_without_rows)
-    add("  %llu requests not compared: their rows are not in the input\n",
-        static_cast<unsigned long long>(requests_without_rows));
+    StringAppendF(&out, "  %llu requests not compared: their rows are not in the input\n",
+                  static_cast<unsigned long long>(requests_without_rows));
   if (dropped_events)
-    add("  WARNING: %llu trace events were dropped by the daemon\n",
-        static_cast<unsigned long long>(dropped_events));
+    StringAppendF(&out, "  WARNING: %llu trace events were dropped by the daemon\n",
+                  static_cast<unsigned long long>(dropped_events));
   if (!requests.empty() && max_requests) {
-    add("\n  %8s %8s %10s %8s %8s %8s %8s %8s\n", "request", "row", "analytical", "measured",
-        "matched", "cached", "extra", "missing");
+    StringAppendF(&out, "\n  %8s %8s %10s %8s %8s %8s %8s %8s\n", "request", "row", "analytical",
+                  "measured", "matched", "cached", "extra", "missing");
     for (size_t i = 0; i < requests.size() && i < max_requests; ++i) {
       const CompareRequest& c = requests[i];
-      add("  %8llu %8llu %10llu %8llu %8llu %8llu %8llu %8llu\n",
+      StringAppendF(
+          &out, "  %8llu %8llu %10llu %8llu %8llu %8llu %8llu %8llu\n",
           static_cast<unsigned long long>(c.id), static_cast<unsigned long long>(c.first_row),
           static_cast<unsigned long long>(c.analytical),
           static_cast<unsigned long long>(c.measured), static_cast<unsigned long long>(c.matched),
@@ -301,7 +317,8 @@ std::string CompareResult::ToText(size_t max_requests) const {
           static_cast<unsigned long long>(c.unexplained_missing));
     }
     if (requests.size() > max_requests)
-      add("  ... %zu more (--requests N, or --json)\n", requests.size() - max_requests);
+      StringAppendF(&out, "  ... %zu more (--requests N, or --json)\n",
+                    requests.size() - max_requests);
   }
   return out;
 }

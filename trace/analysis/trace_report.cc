@@ -6,6 +6,7 @@
 
 #include "trace/trace_reader.h"
 #include "util/size.h"
+#include "util/string_util.h"
 
 namespace pacset {
 
@@ -288,41 +289,43 @@ nlohmann::json TraceReport::ToJson() const {
 std::string TraceReport::ToText() const {
   const ScanResult& s = scan;
   std::string out;
-  char line[512];
-  auto add = [&](const char* fmt, auto... args) {
-    std::snprintf(line, sizeof(line), fmt, args...);
-    out += line;
-  };
-  add("trace %s (format v%u): %llu records, %.3f s, %llu block accesses\n", s.path.c_str(),
-      s.version, static_cast<unsigned long long>(s.records),
-      s.last_ns > s.first_ns ? (s.last_ns - s.first_ns) / 1e9 : 0.0,
-      static_cast<unsigned long long>(s.accesses));
+  StringAppendF(&out, "trace %s (format v%u): %llu records, %.3f s, %llu block accesses\n",
+                s.path.c_str(), s.version, static_cast<unsigned long long>(s.records),
+                s.last_ns > s.first_ns ? (s.last_ns - s.first_ns) / 1e9 : 0.0,
+                static_cast<unsigned long long>(s.accesses));
   if (s.dropped_events)
-    add("  WARNING: the daemon dropped %llu events (trace queue full): counts are lower bounds\n",
+    StringAppendF(
+        &out,
+        "  WARNING: the daemon dropped %llu events (trace queue full): counts are lower bounds\n",
         static_cast<unsigned long long>(s.dropped_events));
   if (s.bad_records || s.torn_bytes || s.unknown_records)
-    add("  skipped: %llu damaged records, %llu records of unknown types, torn tail of %llu bytes\n",
+    StringAppendF(
+        &out,
+        "  skipped: %llu damaged records, %llu records of unknown types, torn tail of %llu bytes\n",
         static_cast<unsigned long long>(s.bad_records),
         static_cast<unsigned long long>(s.unknown_records),
         static_cast<unsigned long long>(s.torn_bytes));
   if (s.drop_cache_events)
-    add("  caches dropped %llu times\n", static_cast<unsigned long long>(s.drop_cache_events));
+    StringAppendF(&out, "  caches dropped %llu times\n",
+                  static_cast<unsigned long long>(s.drop_cache_events));
   out += "\nper forest\n";
-  add("  %-20s %9s %9s %9s %9s %9s %8s %10s %10s %10s %10s\n", "forest", "accesses", "store",
-      "cache", "joined", "prefetch", "unique", "fetched", "store p50", "store p99", "store max");
+  StringAppendF(&out, "  %-20s %9s %9s %9s %9s %9s %8s %10s %10s %10s %10s\n", "forest", "accesses",
+                "store", "cache", "joined", "prefetch", "unique", "fetched", "store p50",
+                "store p99", "store max");
   for (const auto& [id, f] : forests) {
     const LatencyHistogram& l = f.latency[0];
-    add("  %-20s %9llu %9llu %9llu %9llu %9llu %8zu %10s %10s %10s %10s\n", f.name.c_str(),
-        static_cast<unsigned long long>(f.accesses()),
-        static_cast<unsigned long long>(f.by_source[0]),
-        static_cast<unsigned long long>(f.by_source[1]),
-        static_cast<unsigned long long>(f.by_source[2]),
-        static_cast<unsigned long long>(f.by_source[3]), f.blocks.size(),
-        f.block_size ? FormatByteSize(f.store_fetches() * f.block_size).c_str() : "?",
-        Micros(l.Quantile(0.5)).c_str(), Micros(l.Quantile(0.99)).c_str(),
-        Micros(l.max_ns()).c_str());
+    StringAppendF(&out, "  %-20s %9llu %9llu %9llu %9llu %9llu %8zu %10s %10s %10s %10s\n",
+                  f.name.c_str(), static_cast<unsigned long long>(f.accesses()),
+                  static_cast<unsigned long long>(f.by_source[0]),
+                  static_cast<unsigned long long>(f.by_source[1]),
+                  static_cast<unsigned long long>(f.by_source[2]),
+                  static_cast<unsigned long long>(f.by_source[3]), f.blocks.size(),
+                  f.block_size ? FormatByteSize(f.store_fetches() * f.block_size).c_str() : "?",
+                  Micros(l.Quantile(0.5)).c_str(), Micros(l.Quantile(0.99)).c_str(),
+                  Micros(l.max_ns()).c_str());
     if (f.errors)
-      add("    %llu accesses failed (EIO)\n", static_cast<unsigned long long>(f.errors));
+      StringAppendF(&out, "    %llu accesses failed (EIO)\n",
+                    static_cast<unsigned long long>(f.errors));
   }
   out += "\nper request (distinct blocks a request read through the mount)\n";
   if (!s.requests) {
@@ -330,54 +333,61 @@ std::string TraceReport::ToText() const {
         "  no requests marked (run the workload under `pacset-trace record`, or see FORMAT.md"
         " section 5)\n";
   } else {
-    add("  %-20s %9s %9s %9s %9s %9s\n", "forest", "requests", "mean", "median", "p95", "max");
+    StringAppendF(&out, "  %-20s %9s %9s %9s %9s %9s\n", "forest", "requests", "mean", "median",
+                  "p95", "max");
     auto row = [&](const std::string& name, const CountDistribution& d) {
-      add("  %-20s %9llu %9.2f %9.1f %9llu %9llu\n", name.c_str(),
-          static_cast<unsigned long long>(d.count()), d.mean(), d.median(),
-          static_cast<unsigned long long>(d.Quantile(0.95)),
-          static_cast<unsigned long long>(d.max()));
+      StringAppendF(&out, "  %-20s %9llu %9.2f %9.1f %9llu %9llu\n", name.c_str(),
+                    static_cast<unsigned long long>(d.count()), d.mean(), d.median(),
+                    static_cast<unsigned long long>(d.Quantile(0.95)),
+                    static_cast<unsigned long long>(d.max()));
     };
     row("(all forests)", blocks_per_request);
     for (const auto& [id, f] : forests)
       if (f.blocks_per_request.count()) row(f.name, f.blocks_per_request);
-    add("  from the store: mean %.2f, p95 %llu per request; request duration p50 %s, p99 %s\n",
+    StringAppendF(
+        &out,
+        "  from the store: mean %.2f, p95 %llu per request; request duration p50 %s, p99 %s\n",
         store_blocks_per_request.mean(),
         static_cast<unsigned long long>(store_blocks_per_request.Quantile(0.95)),
         Micros(request_duration.Quantile(0.5)).c_str(),
         Micros(request_duration.Quantile(0.99)).c_str());
-    add("  %llu requests; %llu unterminated; %llu accesses outside any request (e.g. reading the"
+    StringAppendF(
+        &out,
+        "  %llu requests; %llu unterminated; %llu accesses outside any request (e.g. reading the"
         " header at open)\n",
         static_cast<unsigned long long>(s.requests),
         static_cast<unsigned long long>(s.unterminated_requests),
         static_cast<unsigned long long>(accesses_outside_requests));
   }
   out += "\nper process\n";
-  add("  %8s %8s %9s %9s %9s %9s %9s %9s\n", "pid", "threads", "requests", "accesses", "store",
-      "cache", "joined", "prefetch");
+  StringAppendF(&out, "  %8s %8s %9s %9s %9s %9s %9s %9s\n", "pid", "threads", "requests",
+                "accesses", "store", "cache", "joined", "prefetch");
   for (const auto& [pid, p] : processes) {
     uint64_t total = 0;
     for (uint64_t c : p.by_source) total += c;
-    add("  %8u %8zu %9llu %9llu %9llu %9llu %9llu %9llu\n", pid, p.threads.size(),
-        static_cast<unsigned long long>(p.requests), static_cast<unsigned long long>(total),
-        static_cast<unsigned long long>(p.by_source[0]),
-        static_cast<unsigned long long>(p.by_source[1]),
-        static_cast<unsigned long long>(p.by_source[2]),
-        static_cast<unsigned long long>(p.by_source[3]));
+    StringAppendF(&out, "  %8u %8zu %9llu %9llu %9llu %9llu %9llu %9llu\n", pid, p.threads.size(),
+                  static_cast<unsigned long long>(p.requests),
+                  static_cast<unsigned long long>(total),
+                  static_cast<unsigned long long>(p.by_source[0]),
+                  static_cast<unsigned long long>(p.by_source[1]),
+                  static_cast<unsigned long long>(p.by_source[2]),
+                  static_cast<unsigned long long>(p.by_source[3]));
   }
-  add("\nover time (%.3g s buckets)\n", bucket_ns / 1e9);
-  add("  %8s %9s %9s %9s %9s %9s\n", "t (s)", "store", "cache", "joined", "prefetch", "requests");
+  StringAppendF(&out, "\nover time (%.3g s buckets)\n", bucket_ns / 1e9);
+  StringAppendF(&out, "  %8s %9s %9s %9s %9s %9s\n", "t (s)", "store", "cache", "joined",
+                "prefetch", "requests");
   const size_t shown = std::min<size_t>(timeline.size(), 60);
   for (size_t i = 0; i < shown; ++i) {
     const TimeBucket& b = timeline[i];
-    add("  %8.3g %9llu %9llu %9llu %9llu %9llu\n", i * bucket_ns / 1e9,
-        static_cast<unsigned long long>(b.by_source[0]),
-        static_cast<unsigned long long>(b.by_source[1]),
-        static_cast<unsigned long long>(b.by_source[2]),
-        static_cast<unsigned long long>(b.by_source[3]),
-        static_cast<unsigned long long>(b.requests));
+    StringAppendF(&out, "  %8.3g %9llu %9llu %9llu %9llu %9llu\n", i * bucket_ns / 1e9,
+                  static_cast<unsigned long long>(b.by_source[0]),
+                  static_cast<unsigned long long>(b.by_source[1]),
+                  static_cast<unsigned long long>(b.by_source[2]),
+                  static_cast<unsigned long long>(b.by_source[3]),
+                  static_cast<unsigned long long>(b.requests));
   }
   if (shown < timeline.size())
-    add("  ... %zu more buckets (see --json)\n", timeline.size() - shown);
+    StringAppendF(&out, "  ... %zu more buckets (see --json)\n", timeline.size() - shown);
   return out;
 }
 
