@@ -9,7 +9,15 @@
 #include <immintrin.h>
 #define PACSET_WARM_X86 1
 #if __has_include(<sys/platform/x86.h>)
-#include <sys/platform/x86.h>  // CPU_FEATURE_ACTIVE (glibc 2.33)
+// CPU_FEATURE_ACTIVE (glibc 2.33). The header is C: its _Bool is no type in
+// clang's C++ (gcc takes it as an extension).
+#ifdef __clang__
+#define _Bool bool
+#include <sys/platform/x86.h>
+#undef _Bool
+#else
+#include <sys/platform/x86.h>
+#endif
 #define PACSET_GLIBC_CPU_FEATURES 1
 #endif
 #endif
