@@ -138,6 +138,15 @@ bool IsLockError(const rocksdb::Status& s) {
   return s.IsIOError() && s.ToString().find("lock") != std::string::npos;
 }
 
+// The table files (*.sst) in a store directory; 0 if it cannot be listed.
+size_t CountTableFiles(const std::string& path) {
+  auto names = ListDir(path);
+  if (!names.ok()) return 0;
+  return static_cast<size_t>(std::count_if(names->begin(), names->end(), [](const std::string& n) {
+    return n.size() > 4 && n.compare(n.size() - 4, 4, ".sst") == 0;
+  }));
+}
+
 class RocksDbStore;
 
 class RocksDbWriter final : public GenerationWriterBase {
@@ -243,7 +252,8 @@ class RocksDbStore final : public BlockStore {
   std::string secondary_dir_;
   std::unique_ptr<TempDir> secondary_temp_;  // when secondary_dir_ is under $TMPDIR
   UniqueFd secondary_lock_;
-  UniqueFd writer_lock_;  // flock on PATH/writer.lock while this is the primary
+  UniqueFd writer_lock_;    // flock on PATH/writer.lock while this is the primary
+  size_t table_files_ = 0;  // *.sst files in path_ when opened
 
   // Serialises catalog changes and collection in this (the only writer) process.
   std::mutex write_mu_;
@@ -282,6 +292,14 @@ rocksdb::Options RocksDbStore::MakeOptions() const {
   if (env_ != nullptr) o.env = env_.get();
   o.create_if_missing = !options_.read_only;
   o.max_open_files = -1;  // required by secondary instances; keeps table readers open
+  // RocksDB opens table files with this many threads, and starts them anew
+  // every time it applies a version: at open and at every catch-up with the
+  // primary (Refresh, twice a second in a daemon), even when no file is new.
+  // A forest store holds a few files per GB, which one thread opens in well
+  // under a millisecond each; the 15 extra threads cost a fresh daemon ~30
+  // thread starts before it mounts (strace). Many files (hundreds of GB) still
+  // get RocksDB's parallel open.
+  o.max_file_opening_threads = table_files_ >= 64 ? 16 : 1;
   // Table files get the kernel's readahead: a forest's blocks are stored in
   // block order and the blocks a row needs cluster, so a cold read often
   // brings its neighbours (bench/cold_bench.py --mount, 2026-12-01: median
@@ -369,6 +387,7 @@ Status RocksDbStore::Open() {
     PACSET_RETURN_IF_ERROR(LockWriter());
     PACSET_RETURN_IF_ERROR(check_empty(/*creating_is_fine=*/false));
   }
+  table_files_ = CountTableFiles(path_);
   const rocksdb::Options o = MakeOptions();
   if (options_.read_only) return OpenSecondary(o);
   PACSET_RETURN_IF_ERROR(MakeDirs(path_ + "/pins"));
@@ -441,10 +460,12 @@ Status RocksDbStore::OpenSecondary(const rocksdb::Options& options) {
   PACSET_ASSIGN_OR_RETURN(secondary_lock_,
                           LockFile(secondary_dir_ + "/owner.lock", LockMode::kShared));
   rocksdb::DB* db = nullptr;
+  // OpenAsSecondary replays the primary's MANIFEST and WAL files itself: the
+  // instance is caught up without a Refresh().
   rocksdb::Status s = rocksdb::DB::OpenAsSecondary(options, path_, secondary_dir_, &db);
   if (!s.ok()) return FromRocks(s, "open store " + where_ + " for reading");
   db_.reset(db);
-  return Refresh();
+  return Status::Ok();
 }
 
 void RocksDbStore::RemoveDeadSecondaries() {
