@@ -42,6 +42,11 @@ constexpr uint32_t kGatherMaxInFlight = 4 * kMaxGatherBatch;
 // has blocks (engine/DESIGN.md, "Whole regions").
 constexpr uint64_t kGatherSequentialReadWalksFactor = 1;
 
+// A local file read through io_uring: one ring keeps this many bytes of
+// blocks in flight per request, at least kDefaultMaxInFlight blocks (128 at
+// 4 KiB, 32 from 16 KiB; engine/DESIGN.md, "Blocks in flight").
+constexpr uint64_t kUringBytesInFlight = 512 << 10;
+
 // Buffers for one request's reads in flight: at most this many bytes.
 constexpr uint64_t kRingBufferBytes = 64 << 20;
 
@@ -62,12 +67,17 @@ PacFileSource::PacFileSource(const PacFile& file, bool verify, uint32_t max_in_f
   page_ = page > 0 ? static_cast<uint64_t>(page) : 4096;
   const bool gathers = io == BlockIo::kGatherFile || io == BlockIo::kAuto;  // kGatherFile: as kAuto
   if (mapped_ && (io == BlockIo::kUring || (gathers && !OnFuse(file.fd())))) {
+    if (max_in_flight == 0)
+      max_threads_ =
+          static_cast<uint32_t>(std::max<uint64_t>(kDefaultMaxInFlight, kUringBytesInFlight / bs_));
     ring_depth_ = static_cast<uint32_t>(
         std::min<uint64_t>({max_threads_, 4096, std::max<uint64_t>(1, kRingBufferBytes / bs_)}));
     // One ring made now tells whether the kernel allows io_uring at all.
     if (auto ring = BlockRing::Make(ring_depth_, bs_)) {
       rings_.Give(std::move(ring));
       uring_ = true;
+    } else if (max_in_flight == 0) {
+      max_threads_ = kDefaultMaxInFlight;  // threads of preads instead
     }
   }
   // A forest file on pacsetfs: whole batches, each one ioctl of the file

@@ -112,9 +112,11 @@ int main(int argc, char** argv) {
   bool no_verify = false;
   p->add_flag("--no-verify", no_verify,
               ".pac files: do not verify each block's checksum the first time it is used");
-  p->add_option("--max-in-flight", predict.max_in_flight,
-                ".pac files and --store: most blocks read at once when they are not in memory "
-                "(default 32; through a pacsetfs mount 128; --store: 4096, at most 64 MiB)")
+  p->add_option(
+       "--max-in-flight", predict.max_in_flight,
+       ".pac files and --store: most blocks read at once when they are not in memory "
+       "(default: 512 KiB of blocks, at least 32, with io_uring, else 32; through a pacsetfs "
+       "mount 128; --store: 4096, at most 64 MiB)")
       ->check(CLI::Range(1, 65536));
   p->add_option("--block-io", predict.block_io,
                 ".pac files: how missing blocks are read: io_uring (one ring per request), "
