@@ -1,6 +1,6 @@
 #include "layout/block.h"
 
-#include <xxhash.h>
+#include "util/xxhash.h"
 
 #include <cstring>
 

@@ -1,6 +1,6 @@
 #include "layout/pac_format.h"
 
-#include <xxhash.h>
+#include "util/xxhash.h"
 
 #include <algorithm>
 #include <cmath>

@@ -12,7 +12,6 @@
 #include <set>
 #include <thread>
 
-#include <xxhash.h>
 #include "engine/engine.h"
 #include "layout/pack.h"
 #include "model/predict.h"
@@ -30,6 +29,7 @@
 #include "trace/trace_reader.h"
 #include "trace/trace_writer.h"
 #include "util/csv.h"
+#include "util/xxhash.h"
 
 namespace pacset {
 namespace {

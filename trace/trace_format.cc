@@ -1,7 +1,7 @@
 #include "trace/trace_format.h"
 
 #include <time.h>
-#include <xxhash.h>
+#include "util/xxhash.h"
 
 #include <algorithm>
 
