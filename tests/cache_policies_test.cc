@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/test_files.h"
+#include "tests/trace_builder.h"
 #include "trace/trace_format.h"
 
 namespace pacset {
@@ -187,31 +188,14 @@ TEST(CachePolicies, ModelsRefuseAZeroCapacityAndOptimalOnline) {
 // ---- traces ----
 
 std::string WriteTrace(const std::vector<TraceRecord>& records) {
-  const std::string path =
-      ::testing::TempDir() + "/cache_policies_test_" + std::to_string(getpid()) + ".trace";
-  TraceFileHeader h;
-  char buf[kTraceHeaderSize];
-  EncodeTraceHeader(h, buf);
-  std::string bytes(buf, sizeof buf);
-  for (const TraceRecord& r : records) {
-    char rb[kTraceRecordSize];
-    EncodeTraceRecord(r, rb);
-    bytes.append(rb, sizeof rb);
-  }
-  testing::WriteAll(path, bytes);
-  return path;
+  TraceBuilder b;
+  for (const TraceRecord& r : records) b.Add(r);
+  return b.Save("cache_policies.trace");
 }
 
 TraceRecord Access(uint32_t forest, uint64_t block, uint64_t generation = 1,
                    TraceSource src = TraceSource::kStore) {
-  TraceRecord r;
-  r.type = TraceRecordType::kBlockAccess;
-  r.source = src;
-  r.forest = forest;
-  r.generation = generation;
-  r.block = block;
-  r.bytes = 4096;
-  return r;
+  return BlockAccessRecord(forest, block, generation, src);
 }
 
 TEST(CachePolicies, ATraceIsReadPerForestWithGenerationsApartAndDropsEmptyingTheCache) {

@@ -274,15 +274,7 @@ TEST(MissRatio, SampledErrorBoundIsSmallOnABigTrace) {
 
 TraceRecord AccessRecord(uint32_t forest, uint64_t generation, uint64_t block, bool failed = false,
                          TraceSource src = TraceSource::kStore) {
-  TraceRecord r;
-  r.type = TraceRecordType::kBlockAccess;
-  r.source = src;
-  r.forest = forest;
-  r.generation = generation;
-  r.block = block;
-  r.flags = failed ? kTraceFlagError : 0;
-  r.time_ns = 1;
-  return r;
+  return BlockAccessRecord(forest, block, generation, src, failed);
 }
 
 TEST(MissRatio, FromATracePerForestAndForTheDaemonsOneCache) {

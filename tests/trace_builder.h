@@ -13,6 +13,21 @@
 
 namespace pacset {
 
+// One block access of a trace (4 KiB, at time 1 ns; `failed`: the fetch failed).
+inline TraceRecord BlockAccessRecord(uint32_t forest, uint64_t block, uint64_t generation = 1,
+                                     TraceSource src = TraceSource::kStore, bool failed = false) {
+  TraceRecord r;
+  r.type = TraceRecordType::kBlockAccess;
+  r.source = src;
+  r.forest = forest;
+  r.generation = generation;
+  r.block = block;
+  r.bytes = 4096;
+  r.time_ns = 1;
+  r.flags = failed ? kTraceFlagError : 0;
+  return r;
+}
+
 // Builds a trace file record by record.
 class TraceBuilder {
  public:
@@ -44,14 +59,8 @@ class TraceBuilder {
   }
   TraceBuilder& Access(uint32_t forest, uint64_t block, uint64_t t, uint32_t tid,
                        TraceSource src = TraceSource::kStore, uint32_t latency = 100) {
-    TraceRecord r;
-    r.type = TraceRecordType::kBlockAccess;
-    r.source = src;
-    r.forest = forest;
+    TraceRecord r = BlockAccessRecord(forest, block, 1, src);
     r.time_ns = t;
-    r.generation = 1;
-    r.block = block;
-    r.bytes = 4096;
     r.pid = tid;
     r.latency_ns = latency;
     return Add(r);

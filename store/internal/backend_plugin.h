@@ -50,6 +50,20 @@ struct StoreBackend {
       const std::vector<RedisAddress>& seeds, const StoreOptions& options) = nullptr;
 };
 
+// What a plugin's entry point returns: this build's abi and the constructors
+// `fill` sets on it, made once.
+template <class Fill>
+const StoreBackend* PluginStoreBackend(Fill fill) {
+  static const std::string abi = StoreBackendAbi();
+  static const StoreBackend backend = [&fill] {
+    StoreBackend b;
+    b.abi = abi.c_str();
+    fill(&b);
+    return b;
+  }();
+  return &backend;
+}
+
 // The plugin of `backend` ("rocksdb", "redis"), loaded on the first call
 // (thread-safe), with the constructors of that backend; kNotSupported naming
 // the files tried when it is missing, does not load, comes from another build

@@ -3,13 +3,9 @@
 
 extern "C" __attribute__((visibility("default"))) const pacset::store_internal::StoreBackend*
 pacset_store_backend_v1() {
-  static const std::string abi = pacset::store_internal::StoreBackendAbi();
-  static const pacset::store_internal::StoreBackend backend = [] {
-    pacset::store_internal::StoreBackend b;
-    b.abi = abi.c_str();
-    b.open_redis = &pacset::store_internal::OpenRedisStore;
-    b.open_redis_cluster = &pacset::store_internal::OpenRedisClusterStore;
-    return b;
-  }();
-  return &backend;
+  using pacset::store_internal::StoreBackend;
+  return pacset::store_internal::PluginStoreBackend([](StoreBackend* b) {
+    b->open_redis = &pacset::store_internal::OpenRedisStore;
+    b->open_redis_cluster = &pacset::store_internal::OpenRedisClusterStore;
+  });
 }
