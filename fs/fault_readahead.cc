@@ -23,10 +23,11 @@ void FaultReadahead::Learn(fuse_ino_t ino, const std::string& block0, uint32_t b
   l.bins_end = l.bins_first + std::min(h->bin_block_count, block_count - l.bins_first);
   l.node_end = l.bins_first + std::min(h->node_block_count, block_count - l.bins_first);
   l.node_end = std::max(l.node_end, l.bins_end);
+  l.chunks = block_count <= opts_.max_file_bytes / block_size;
   const uint64_t chunk = ChunkBlocks(l);
   const uint64_t chunks = (l.node_end - l.bins_end + chunk - 1) / chunk +
                           (l.block_count - l.node_end + chunk - 1) / chunk;
-  l.chunks_read.assign(chunks, false);
+  if (l.chunks) l.chunks_read.assign(chunks, false);
   MutexLock lock(&mu_);
   if (layouts_.size() >= kMaxLayouts) layouts_.clear();  // learned again at the next block 0
   layouts_.emplace(ino, std::move(l));
@@ -65,7 +66,8 @@ FaultReadahead::Plan FaultReadahead::PlanFor(fuse_ino_t ino, uint32_t uid, uint6
     return p;
   }
   // The chunk of the residual node region, or of what follows it, that
-  // holds the fault.
+  // holds the fault; in a large file, only the fault.
+  if (!l.chunks) return {};
   const uint64_t chunk = ChunkBlocks(l);
   const bool nodes = first < l.node_end;
   const uint64_t region = nodes ? l.bins_end : l.node_end;

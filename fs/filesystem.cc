@@ -18,7 +18,7 @@ PacsetFs::PacsetFs(const MountOptions& o)
       cache_(o.cache_bytes),
       tracing_(o.trace_queue_records),
       faults_({o.fault_readahead, std::max<uint64_t>(o.fault_readahead, 16u << 20),
-               o.fault_readahead_per_user, o.fault_readahead_total,
+               o.fault_readahead_file_max, o.fault_readahead_per_user, o.fault_readahead_total,
                static_cast<uint32_t>(getuid())}),
       gathers_({o.max_gather_handles_per_user, o.max_gather_handles, o.gather_memory_per_user,
                 o.gather_memory},

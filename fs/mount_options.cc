@@ -85,6 +85,9 @@ Status ParseMountOptionString(const std::string& list, MountOptions* o) {
     } else if (key == "fault_readahead") {
       PACSET_RETURN_IF_ERROR(number(&v));
       o->fault_readahead = std::min<uint64_t>(v, kMaxFaultReadahead);
+    } else if (key == "fault_readahead_file_max") {
+      PACSET_RETURN_IF_ERROR(number(&v));
+      o->fault_readahead_file_max = v;
     } else if (key == "fault_readahead_per_user") {
       PACSET_RETURN_IF_ERROR(number(&v));
       o->fault_readahead_per_user = std::min<uint64_t>(v, kMaxFaultReadaheadHeld);

@@ -54,6 +54,7 @@ struct MountOptions {
   // the chunk in bytes (0: none), and what all read-aheads of one user, and
   // of all users but root and the mounting one, may hold at once.
   uint64_t fault_readahead = 1u << 20;
+  uint64_t fault_readahead_file_max = 256u << 20;  // larger files: the bins only
   uint64_t fault_readahead_per_user = 32u << 20;
   uint64_t fault_readahead_total = 128u << 20;
   int max_threads = 64;  // FUSE workers: above the engine's 32 blocks in flight (fs/DESIGN.md)

@@ -128,6 +128,26 @@ TEST(FaultReadahead, TheFirstFaultInAChunkReadsItWithinItsRegionOncePerDrop) {
   EXPECT_EQ(ra.PlanFor(kIno, 0, r + 64, r + 64, 1).first, r + 64);
 }
 
+TEST(FaultReadahead, AFileLargerThanTheBoundGetsItsBinsReadAheadButNoChunks) {
+  const PackedForest& p = Packed();
+  const uint64_t first = p.header.node_first_block;
+  const uint64_t r = first + p.header.bin_block_count;
+  ASSERT_GT(NodeEnd(p.header), r + 1);
+  const uint64_t file_bytes = p.header.block_count * kBs;
+  FaultReadahead::Options o = Opts();
+  o.max_file_bytes = file_bytes - kBs;  // one block too small
+  FaultReadahead large(o);
+  large.Learn(kIno, p.block0, kBs, p.header.block_count);
+  ASSERT_TRUE(large.Knows(kIno));
+  EXPECT_EQ(large.PlanFor(kIno, 0, first, first, 0).count, p.header.bin_block_count);
+  EXPECT_EQ(large.PlanFor(kIno, 0, r + 1, r + 1, 0).count, 0u);
+  EXPECT_EQ(large.PlanFor(kIno, 0, NodeEnd(p.header), NodeEnd(p.header), 0).count, 0u);
+  o.max_file_bytes = file_bytes;  // exactly the bound: chunks
+  FaultReadahead small(o);
+  small.Learn(kIno, p.block0, kBs, p.header.block_count);
+  EXPECT_EQ(small.PlanFor(kIno, 0, r + 1, r + 1, 0).first, r);
+}
+
 TEST(FaultReadahead, WhatReadAheadsHoldIsCappedPerUserAndInTotalUntilReleased) {
   const PackedForest& p = Packed();
   FaultReadahead::Options o = Opts();

@@ -678,9 +678,12 @@ TEST(MountOptions, TheFaultReadAheadHasDefaultsCeilingsAndAUsersCapIsAtMostTheTo
   EXPECT_EQ(o.fault_readahead, 1u << 20);
   EXPECT_EQ(o.fault_readahead_per_user, 32u << 20);
   EXPECT_EQ(o.fault_readahead_total, 128u << 20);
-  ASSERT_TRUE(ParseMountOptionString(
-                  "fault_readahead=256K,fault_readahead_per_user=8M,fault_readahead_total=64M", &o)
+  EXPECT_EQ(o.fault_readahead_file_max, 256u << 20);
+  ASSERT_TRUE(ParseMountOptionString("fault_readahead=256K,fault_readahead_per_user=8M,"
+                                     "fault_readahead_total=64M,fault_readahead_file_max=4G",
+                                     &o)
                   .ok());
+  EXPECT_EQ(o.fault_readahead_file_max, uint64_t{4} << 30);
   EXPECT_EQ(o.fault_readahead, 256u << 10);
   EXPECT_EQ(o.fault_readahead_per_user, 8u << 20);
   EXPECT_EQ(o.fault_readahead_total, 64u << 20);
@@ -689,8 +692,8 @@ TEST(MountOptions, TheFaultReadAheadHasDefaultsCeilingsAndAUsersCapIsAtMostTheTo
   EXPECT_EQ(o.fault_readahead, 64u << 20);  // the ceiling
   ASSERT_TRUE(ParseMountOptionString("fault_readahead=0", &o).ok());
   EXPECT_EQ(o.fault_readahead, 0u) << "0: no read-ahead";
-  for (const char* bad :
-       {"fault_readahead=", "fault_readahead_total=x", "fault_readahead_per_user"})
+  for (const char* bad : {"fault_readahead=", "fault_readahead_total=x", "fault_readahead_per_user",
+                          "fault_readahead_file_max=-1"})
     EXPECT_EQ(ParseMountOptionString(bad, &o).code(), StatusCode::kInvalidArgument) << bad;
 }
 

@@ -20,7 +20,13 @@
 //   * then the residual node region and, after it, the leaf ids: the first
 //     fault in a chunk of Options::chunk_bytes (aligned to the start of its
 //     region, never crossing into the next) reads the whole chunk, once per
-//     drop — the kernel's read-around, within the layout's regions.
+//     drop — the kernel's read-around, within the layout's regions — in a
+//     file of at most Options::max_file_bytes. A row touches about every
+//     1 MiB of a file (fs/DESIGN.md), so chunks read the whole file for one
+//     row: worth it while that costs about what the row's faults would
+//     (256 MiB on the benchmark VM, ~0.3 s against ~1,000 faults), a waste
+//     for a forest larger than memory, whose faults past the bins are read
+//     exactly.
 // The caller runs a plan after it has replied to the fault (the reader does
 // not wait for it) and pushes the blocks into the page cache
 // (Notifier::Push), so the reader's next faults there cost no request.
@@ -56,6 +62,7 @@ class FaultReadahead {
   struct Options {
     uint64_t chunk_bytes = 1u << 20;  // 0: no read-ahead at all
     uint64_t max_bins_bytes = 16u << 20;
+    uint64_t max_file_bytes = 256u << 20;  // larger files: the bins only
     uint64_t max_bytes_per_user = 32u << 20;
     uint64_t max_bytes = 128u << 20;
     uint32_t mounting_uid = 0;  // with root: uncapped per user, a budget of their own
@@ -108,6 +115,7 @@ class FaultReadahead {
     uint32_t block_size = 0;
     uint64_t drops = 0;             // what is read below is since this drop
     bool bins_read = false;         // the bins were planned
+    bool chunks = true;             // the file is small enough for chunks
     std::vector<bool> chunks_read;  // the residual region's chunks, then the rest's
   };
   // What plans hold of the caps; shared with their holds, which may
