@@ -334,6 +334,19 @@ TEST(MissRatio, FromATracePerForestAndForTheDaemonsOneCache) {
   EXPECT_NE(m.ToCsv(50).find("\n*,"), std::string::npos);
 }
 
+TEST(MissRatio, ATraceThatReadsNoBlockTwiceSaysSoInsteadOfAZeroFootprint) {
+  TraceBuilder t;
+  t.Name(1, "once").Info(1, 1, 4096, 100);
+  for (uint64_t b = 0; b < 50; ++b) t.Add(AccessRecord(1, 1, b));
+  auto m = ComputeMissRatio(t.Save("mrc_once")).value();
+  EXPECT_EQ(m.all.footprint_bytes(), 0u);
+  EXPECT_EQ(m.all.Misses(1u << 30), 50.0);
+  const std::string text = m.ToText();
+  EXPECT_NE(text.find("no reuse"), std::string::npos) << text;
+  EXPECT_NE(text.find("no block was read twice"), std::string::npos) << text;
+  EXPECT_EQ(text.find(" 0 B"), std::string::npos) << text;
+}
+
 TEST(MissRatio, VersionOneTracesCountInBlocks) {
   TraceBuilder t(1);
   t.Name(1, "old");

@@ -527,8 +527,9 @@ std::string MissRatioReport::ToText() const {
   if (main.simulated()) {
     StringAppendF(
         &out,
-        "memory for the daemon's block cache (%s miss-ratio curve, simulated at %zu sizes%s)\n",
-        main.policy().c_str(), main.Points(SIZE_MAX).size(), exact ? "" : ", sampled");
+        "memory for the daemon's block cache (%s miss-ratio curve, simulated at %zu size%s%s)\n",
+        main.policy().c_str(), main.Points(SIZE_MAX).size(),
+        main.Points(SIZE_MAX).size() == 1 ? "" : "s", exact ? "" : ", sampled");
     if (!exact)
       StringAppendF(
           &out, "  sampled %.4g of the blocks, the cache scaled by it (a miniature simulation)\n",
@@ -564,7 +565,9 @@ std::string MissRatioReport::ToText() const {
                   static_cast<unsigned long long>(c.accesses()),
                   c.accesses() ? 100 * c.cold_misses() / static_cast<double>(c.accesses()) : 0.0,
                   cells[0].c_str(), cells[1].c_str(), cells[2].c_str(),
-                  SizeText(c.footprint_bytes(), c.unit_bytes()).c_str());
+                  c.footprint_bytes() == 0 && c.accesses() > 0
+                      ? "no reuse"
+                      : SizeText(c.footprint_bytes(), c.unit_bytes()).c_str());
   };
   for (const auto& f : forests) row(f.name, f.curve);
   if (forests.size() > 1) row("(all forests)", all);
@@ -574,6 +577,10 @@ std::string MissRatioReport::ToText() const {
   // The miss ratio at fractions of the footprint: of the only forest, or of
   // all forests together.
   const uint64_t fp = main.footprint_bytes();
+  if (fp == 0 && main.accesses() > 0)
+    StringAppendF(&out,
+                  "  no block was read twice in this trace: no cache would have saved a fetch; "
+                  "record longer traffic to size one\n");
   if (fp) {
     StringAppendF(&out, "  %-14s %12s %10s %12s\n", "cache", "of footprint", "miss ratio",
                   "misses");

@@ -498,8 +498,9 @@ std::string RenderReportHtml(const TraceReport& report, const PacRegions* region
         auto b = c.BytesForHitRatio(t);
         row.push_back(!b ? "unreachable" : c.unit_bytes() ? FormatByteSize(*b) : N(*b) + " blocks");
       }
-      row.push_back(c.unit_bytes() ? FormatByteSize(c.footprint_bytes())
-                                   : N(c.footprint_bytes()) + " blocks");
+      row.push_back(c.footprint_bytes() == 0 && c.accesses() > 0 ? "no reuse"
+                    : c.unit_bytes() ? FormatByteSize(c.footprint_bytes())
+                                     : N(c.footprint_bytes()) + " blocks");
       mrows.push_back(row);
     };
     for (const auto& f : memory->forests) add_row(f.name, f.curve);
