@@ -68,9 +68,9 @@ struct EngineOptions {
   bool verify_blocks = true;
   // Most blocks read at once by one request waiting for blocks (and I/O
   // threads per engine); 0: the block source's default
-  // (BlockSource::default_max_in_flight: 32 for a local file; 128 through a
-  // pacsetfs mount, four gathers of 32 at once; engine/DESIGN.md, "Blocks
-  // in flight").
+  // (BlockSource::default_max_in_flight: for a local file 512 KiB of blocks,
+  // at least 32, through io_uring, else 32; 128 through a pacsetfs mount,
+  // four gathers of 32 at once; engine/DESIGN.md, "Blocks in flight").
   uint32_t max_in_flight = 0;
   // How a mapped file's missing blocks are read (engine/block_source.h):
   // io_uring where the kernel allows it, else a pool of pread threads.
