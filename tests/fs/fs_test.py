@@ -341,6 +341,36 @@ def test_a_page_faulting_reader_reads_what_it_reads_locally_with_read_ahead(env)
               f"pushed {s['pushed_blocks']}")
 
 
+def test_a_forest_larger_than_fault_readahead_file_max_gets_only_its_bins_read_ahead(env):
+    """Past -o fault_readahead_file_max a page-faulting reader's faults are
+    read exactly but for the bins: chunks would read most of a large file
+    for one row. The same reader, the same rows and margins either way."""
+    store = env.store("dir")
+    import_models(store)
+    reader = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "spec",
+                          "pac_reader.py")
+    info = json.loads(pacset("info", MODELS["rf"]["pac"], "--json").stdout)
+    assert info["block_count"] * info["block_size"] > 64 << 10, info
+    rows = os.path.join(env.tmp, "rows3.csv")
+    with open(MODELS["rows"]) as f:
+        lines = f.readlines()
+    with open(rows, "w") as f:
+        f.writelines(lines[10:13])
+    want = run(["/usr/bin/python3", reader, MODELS["rf"]["pac"], "--mmap", "--input", rows,
+                "--margin"]).stdout
+    ahead = {}
+    for label, options in (("default", ""), ("bounded", "fault_readahead_file_max=64K")):
+        with Mount(ARGS.pacsetfs, store, os.path.join(env.tmp, "mnt-" + label),
+                   options=options) as m:
+            m.drop("rf")
+            got = run(["/usr/bin/python3", reader, os.path.join(m.mp, "rf.pac"), "--mmap",
+                       "--input", rows, "--margin"]).stdout
+            assert got == want, label
+            ahead[label] = m.stats()["forests"]["rf"]["prefetched_blocks"]
+    assert ahead["bounded"] <= info["bin_blocks"], (ahead, info["bin_blocks"])  # the bins at most
+    assert ahead["default"] > info["bin_blocks"], (ahead, info["bin_blocks"])
+
+
 def test_drop_cache_makes_a_mapped_file_cold(env):
     store = env.store("rocksdb")
     import_models(store)
