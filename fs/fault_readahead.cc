@@ -24,10 +24,12 @@ void FaultReadahead::Learn(fuse_ino_t ino, const std::string& block0, uint32_t b
   l.node_end = l.bins_first + std::min(h->node_block_count, block_count - l.bins_first);
   l.node_end = std::max(l.node_end, l.bins_end);
   l.chunks = block_count <= opts_.max_file_bytes / block_size;
-  const uint64_t chunk = ChunkBlocks(l);
-  const uint64_t chunks = (l.node_end - l.bins_end + chunk - 1) / chunk +
-                          (l.block_count - l.node_end + chunk - 1) / chunk;
-  if (l.chunks) l.chunks_read.assign(chunks, false);
+  if (l.chunks) {
+    const uint64_t chunk = ChunkBlocks(l);
+    l.chunks_read.assign((l.node_end - l.bins_end + chunk - 1) / chunk +
+                             (l.block_count - l.node_end + chunk - 1) / chunk,
+                         false);
+  }
   MutexLock lock(&mu_);
   if (layouts_.size() >= kMaxLayouts) layouts_.clear();  // learned again at the next block 0
   layouts_.emplace(ino, std::move(l));
