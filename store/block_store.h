@@ -204,6 +204,12 @@ class BlockStore {
   // MultiGet reads its blocks one after another; parallel reads overlap on
   // the device). Measured by bench/store_predict_bench.py.
   virtual uint32_t read_parallelism() const { return 1; }
+  // How many blocks one MultiGet call has in flight together: a part of a
+  // batch smaller than this only adds a thread and its switches, so
+  // ParallelReads splits a batch into parts of at least this many blocks.
+  // RocksDB reads a MultiGet's keys 32 at a time (with io_uring, each 32 at
+  // once); a store that reads one block after another, 1.
+  virtual uint32_t blocks_read_at_once() const { return 1; }
 
  protected:
   // Unverified reads, implemented by each backend. Must fill exactly

@@ -88,6 +88,7 @@ class FaultInjectionStore final : public BlockStore {
   StatusOr<StoreStats> Stat() override;
   Status Refresh() override;
   uint32_t read_parallelism() const override { return inner_->read_parallelism(); }
+  uint32_t blocks_read_at_once() const override { return inner_->blocks_read_at_once(); }
 
   // Called by writers: whether this Put may go through.
   Status AdmitPut();

@@ -5,7 +5,9 @@
 namespace pacset {
 
 ParallelReads::ParallelReads(BlockStore* store)
-    : store_(store), parallelism_(std::max<uint32_t>(1, store->read_parallelism())) {}
+    : store_(store),
+      parallelism_(std::max<uint32_t>(1, store->read_parallelism())),
+      at_once_(std::max<uint32_t>(1, store->blocks_read_at_once())) {}
 
 ParallelReads::~ParallelReads() {
   std::vector<std::thread> pool;

@@ -4,8 +4,9 @@
 // after another (a pread per block), so a batch of cold blocks waits for one
 // device round trip per block; with it, RocksDB still reads a MultiGet in
 // batches of 32 keys, one after another. ParallelReads
-// splits a batch into up to BlockStore::read_parallelism() parts — sorted
-// runs, so neighbouring blocks stay in one call, in file order — read at
+// splits a batch into up to BlockStore::read_parallelism() parts of at least
+// BlockStore::blocks_read_at_once() blocks — sorted runs, so neighbouring
+// blocks stay in one call, in file order — read at
 // once on a small pool of threads (the caller's thread takes the first part;
 // the pool grows on demand up to parallelism - 1 threads and keeps them).
 // Redis (read_parallelism 1: a MultiGet is one pipelined round trip) goes
@@ -38,8 +39,11 @@ class ParallelReads {
   ParallelReads(const ParallelReads&) = delete;
   ParallelReads& operator=(const ParallelReads&) = delete;
 
-  // How many store calls a batch of n blocks becomes.
-  size_t Parts(size_t n) const { return std::min<size_t>(parallelism_, n); }
+  // How many store calls a batch of n blocks becomes: up to
+  // read_parallelism(), each of at least blocks_read_at_once() blocks.
+  size_t Parts(size_t n) const {
+    return std::max<size_t>(1, std::min<size_t>(parallelism_, (n + at_once_ - 1) / at_once_));
+  }
 
   // BlockStore::MultiGet over the parts (the first error in part order).
   Status MultiGet(const ForestInfo& forest, const std::vector<uint64_t>& blocks,
@@ -64,6 +68,7 @@ class ParallelReads {
 
   BlockStore* const store_;
   const uint32_t parallelism_;
+  const uint32_t at_once_;
 
   Mutex mu_;
   CondVar cv_;

@@ -197,14 +197,19 @@ class RocksDbStore final : public BlockStore {
   StatusOr<StoreStats> Stat() override;
   Status Refresh() override;
   // A MultiGet reads the blocks of each batch of up to 32 keys at once
-  // through an io_uring (store/internal/uring_file_system.h), so 8 parts read
-  // at once keep the engine's 64 blocks in flight with 8 threads where 32
-  // threads of blocking preads did (one cold row through a running daemon,
-  // 15 runs each, medians: 23 ms and 27 ms of daemon CPU at 8 parts, against
-  // 25 ms and 34 ms for 32 parts of preads; 2 and 4 parts: 25-26 ms). Without
-  // io_uring RocksDB reads one block after another: 32 parts, like the
-  // engine's pread pool (engine/internal/read_threads.h).
+  // through an io_uring (store/internal/uring_file_system.h), one batch after
+  // another (MultiGetContext::MAX_BATCH_SIZE in RocksDB's sources). So a big
+  // batch (the engine's store source asks for a whole round) is read as up
+  // to 8 MultiGets of at least 32 keys on 8 threads, and the daemon's
+  // gathers of 32 blocks as one MultiGet on the FUSE thread that got it.
+  // Parts of 4 keys on 8 threads cost 30% more daemon CPU for one cold row
+  // through a running daemon (18.4 against 14.1 us per block, thread
+  // switches and futexes; 2026-12-06, bench/cold_bench.py --mount) and no
+  // time. Without io_uring RocksDB reads one block after another: 32 parts
+  // of any size, like the engine's pread pool
+  // (engine/internal/read_threads.h).
   uint32_t read_parallelism() const override { return env_ != nullptr ? 8 : 32; }
+  uint32_t blocks_read_at_once() const override { return env_ != nullptr ? 32 : 1; }
 
   Status PublishWriter(RocksDbWriter* w, const ForestInfo& info);
   void WriterGone(const std::string& name, uint64_t gen) {

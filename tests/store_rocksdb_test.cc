@@ -11,6 +11,8 @@
 #include <random>
 
 #include "store/block_store.h"
+#include "store/fault_injection_store.h"
+#include "store/parallel_reads.h"
 #include "store/internal/uring_file_system.h"
 #include "testkit/child_process.h"
 #include "testkit/page_cache.h"
@@ -202,6 +204,43 @@ TEST(RocksDbStore, AMultiGetReadsItsBlocksWithoutAReadCallPerBlock) {
   ASSERT_EQ(out.size(), kBlocks);
   for (uint64_t i = 0; i < kBlocks; ++i) ASSERT_EQ(out[i], MakeBlock(4096, i, gen)) << i;
   EXPECT_LT(calls, kBlocks / 4) << calls << " read calls for " << kBlocks << " blocks";
+}
+
+// RocksDB has a MultiGet's keys in flight 32 at a time, so the daemon's
+// gathers of 32 blocks are one store call on the thread that asked, and only
+// bigger batches are split over threads (in parts of at least 32 keys).
+TEST(RocksDbStore, ParallelReadsSplitOnlyBatchesOfMoreThan32BlocksOverThreads) {
+  if (!store_internal::UringMultiReadUsable())
+    GTEST_SKIP() << "no io_uring here, or a ThreadSanitizer build: RocksDB reads block by block";
+  const auto tmp = TempDir::Create("pacset-store").value();
+  const std::string uri = "rocksdb:" + tmp->path() + "/store";
+  constexpr uint64_t kBlocks = 512;
+  uint64_t gen = 0;
+  {
+    auto writer = OpenBlockStore(uri, Opts(false));
+    ASSERT_TRUE(writer.ok()) << writer.status().ToString();
+    ASSERT_TRUE(WriteForest(**writer, "model", 4096, kBlocks, &gen).ok());
+  }
+  auto reader = OpenBlockStore(uri, Opts(true));
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+  auto info = (*reader)->Lookup("model");
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  FaultInjectionStore counting(reader->get());
+  ParallelReads reads(&counting);
+  // Scattered blocks, in no order: batch sizes -> store calls.
+  std::vector<uint64_t> all(kBlocks);
+  std::iota(all.begin(), all.end(), 0);
+  std::shuffle(all.begin(), all.end(), std::mt19937(7));
+  for (auto [n, calls] : {std::pair<size_t, uint64_t>{1, 1}, {32, 1}, {33, 2}, {64, 2},
+                          {100, 4}, {256, 8}, {512, 8}}) {
+    std::vector<uint64_t> blocks(all.begin(), all.begin() + n);
+    std::vector<std::string> out;
+    const uint64_t before = counting.read_calls();
+    ASSERT_TRUE(reads.MultiGet(*info, blocks, &out).ok()) << n;
+    EXPECT_EQ(counting.read_calls() - before, calls) << n << " blocks";
+    ASSERT_EQ(out.size(), n);
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(out[i], MakeBlock(4096, blocks[i], gen)) << i;
+  }
 }
 
 // The table files of a store, out of the page cache; false (the caller
