@@ -753,7 +753,15 @@ Status RocksDbStore::ReadBlocks(const ForestInfo& forest, const std::vector<uint
     if (statuses[i].IsNotFound())
       return Status::NotFound("block " + std::to_string(blocks[i]) + ": missing from the store");
     PACSET_RETURN_IF_ERROR(FromRocks(statuses[i], "block " + std::to_string(blocks[i])));
-    (*out)[i].assign(values[i].data(), values[i].size());
+    // Without a block cache RocksDB copies each value into the slice's own
+    // string: take that string rather than copy it again.
+    std::string* self = values[i].GetSelf();
+    if (!values[i].IsPinned() && values[i].data() == self->data() &&
+        values[i].size() == self->size()) {
+      (*out)[i].swap(*self);
+    } else {
+      (*out)[i].assign(values[i].data(), values[i].size());
+    }
   }
   return Status::Ok();
 }

@@ -381,5 +381,57 @@ TEST(UringMultiReadFileSystem, WithDirectReadsScatteredRequestsGetTheBytesAtThei
   EXPECT_EQ(store_test::CountResident(store_test::ResidentPages(path)), 0u);
 }
 
+// Neighbouring RocksDB blocks of 4 KiB values are a little over 4 KiB, so
+// their aligned spans share pages: with direct reads, a batch with runs of
+// touching and overlapping requests (and some alone) is still read past the
+// page cache, each request getting the bytes at its offset; a batch that is
+// one run (a sequential reader) goes through the page cache.
+TEST(UringMultiReadFileSystem, WithDirectReadsRunsOfTouchingRequestsAreReadPastThePageCache) {
+  if (!UringAvailable()) GTEST_SKIP() << "the kernel refuses io_uring here";
+  const auto tmp = TempDir::Create("pacset-store").value();
+  const std::string path = tmp->path() + "/table";
+  constexpr size_t kLen = 4101, kSize = 300 * 4096 + 77;
+  std::string bytes(kSize, '\0');
+  std::mt19937_64 rng(13);
+  for (char& c : bytes) c = static_cast<char>(rng());
+  std::ofstream(path, std::ios::binary) << bytes;
+  if (!store_test::DirectReadsWork(path) || !store_test::EvictFromPageCache(path))
+    GTEST_SKIP() << "no O_DIRECT, or pages stay resident here";
+  auto fs = store_internal::NewUringMultiReadFileSystem(rocksdb::FileSystem::Default(),
+                                                        /*direct_reads=*/true);
+  std::unique_ptr<rocksdb::FSRandomAccessFile> file;
+  ASSERT_TRUE(fs->NewRandomAccessFile(path, rocksdb::FileOptions(), &file, nullptr).ok());
+  auto read = [&](std::vector<uint64_t> offsets) {
+    std::shuffle(offsets.begin(), offsets.end(), rng);
+    std::vector<rocksdb::FSReadRequest> reqs(offsets.size());
+    std::vector<std::string> scratch(reqs.size(), std::string(kLen, 'x'));
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      reqs[i].offset = offsets[i];
+      reqs[i].len = kLen;
+      reqs[i].scratch = scratch[i].data();
+    }
+    ASSERT_TRUE(file->MultiRead(reqs.data(), reqs.size(), rocksdb::IOOptions(), nullptr).ok());
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      ASSERT_TRUE(reqs[i].status.ok()) << i << ": " << reqs[i].status.ToString();
+      const size_t want = std::min<size_t>(kLen, kSize - reqs[i].offset);
+      ASSERT_EQ(reqs[i].result.ToString(), bytes.substr(reqs[i].offset, want))
+          << "offset " << reqs[i].offset;
+    }
+  };
+  std::vector<uint64_t> offsets;
+  for (uint64_t k = 0; k < 6; ++k) offsets.push_back(1000 + k * kLen);       // back to back
+  for (uint64_t k = 0; k < 4; ++k) offsets.push_back(100 * 4096 + k * 2000);  // overlapping
+  offsets.push_back(150 * 4096 + 5);                                         // alone
+  for (uint64_t k = 0; k < 3; ++k) offsets.push_back(200 * 4096 + 9 + k * kLen);
+  offsets.push_back(kSize - 50);  // past the end: 50 bytes
+  read(offsets);
+  EXPECT_EQ(store_test::CountResident(store_test::ResidentPages(path)), 0u);
+  // One run of back-to-back requests: through the page cache.
+  std::vector<uint64_t> sequential;
+  for (uint64_t k = 0; k < 8; ++k) sequential.push_back(250 * 4096 + k * kLen);
+  read(sequential);
+  EXPECT_GT(store_test::CountResident(store_test::ResidentPages(path)), 0u);
+}
+
 }  // namespace
 }  // namespace pacset

@@ -25,10 +25,11 @@ namespace store_internal {
 // explains: it reported their construction as racing with their use).
 bool UringMultiReadUsable();
 
-// With `direct_reads` (StoreOptions::direct_reads), a batch of scattered
-// reads goes past the page cache: each read's 4 KiB-aligned span with
-// O_DIRECT, copied out. A batch whose spans touch (a sequential reader's
-// blocks), and every file system that refuses O_DIRECT, read through it.
+// With `direct_reads` (StoreOptions::direct_reads), a batch of reads goes
+// past the page cache: the reads' 4 KiB-aligned spans, merged where they
+// touch, with O_DIRECT, copied out. A batch that is one run of touching
+// reads (a sequential reader's blocks), and every file system that refuses
+// O_DIRECT, read through it.
 std::shared_ptr<rocksdb::FileSystem> NewUringMultiReadFileSystem(
     const std::shared_ptr<rocksdb::FileSystem>& base, bool direct_reads = false);
 
