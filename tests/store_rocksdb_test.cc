@@ -382,11 +382,12 @@ TEST(UringMultiReadFileSystem, WithDirectReadsScatteredRequestsGetTheBytesAtThei
 }
 
 // Neighbouring RocksDB blocks of 4 KiB values are a little over 4 KiB, so
-// their aligned spans share pages: with direct reads, a batch with runs of
-// touching and overlapping requests (and some alone) is still read past the
-// page cache, each request getting the bytes at its offset; a batch that is
-// one run (a sequential reader) goes through the page cache.
-TEST(UringMultiReadFileSystem, WithDirectReadsRunsOfTouchingRequestsAreReadPastThePageCache) {
+// they touch and their aligned spans share pages: a batch with runs of
+// touching and overlapping requests (and some alone) gets each request the
+// bytes at its offset, with direct reads or without; with them it is read
+// past the page cache, but for a batch that is one run (a sequential
+// reader), which goes through the page cache.
+TEST(UringMultiReadFileSystem, RunsOfTouchingRequestsGetTheirBytesAndWithDirectReadsSkipThePageCache) {
   if (!UringAvailable()) GTEST_SKIP() << "the kernel refuses io_uring here";
   const auto tmp = TempDir::Create("pacset-store").value();
   const std::string path = tmp->path() + "/table";
@@ -397,10 +398,7 @@ TEST(UringMultiReadFileSystem, WithDirectReadsRunsOfTouchingRequestsAreReadPastT
   std::ofstream(path, std::ios::binary) << bytes;
   if (!store_test::DirectReadsWork(path) || !store_test::EvictFromPageCache(path))
     GTEST_SKIP() << "no O_DIRECT, or pages stay resident here";
-  auto fs = store_internal::NewUringMultiReadFileSystem(rocksdb::FileSystem::Default(),
-                                                        /*direct_reads=*/true);
   std::unique_ptr<rocksdb::FSRandomAccessFile> file;
-  ASSERT_TRUE(fs->NewRandomAccessFile(path, rocksdb::FileOptions(), &file, nullptr).ok());
   auto read = [&](std::vector<uint64_t> offsets) {
     std::shuffle(offsets.begin(), offsets.end(), rng);
     std::vector<rocksdb::FSReadRequest> reqs(offsets.size());
@@ -424,6 +422,13 @@ TEST(UringMultiReadFileSystem, WithDirectReadsRunsOfTouchingRequestsAreReadPastT
   offsets.push_back(150 * 4096 + 5);                                         // alone
   for (uint64_t k = 0; k < 3; ++k) offsets.push_back(200 * 4096 + 9 + k * kLen);
   offsets.push_back(kSize - 50);  // past the end: 50 bytes
+  auto buffered = store_internal::NewUringMultiReadFileSystem(rocksdb::FileSystem::Default());
+  ASSERT_TRUE(buffered->NewRandomAccessFile(path, rocksdb::FileOptions(), &file, nullptr).ok());
+  read(offsets);
+  ASSERT_TRUE(store_test::EvictFromPageCache(path));
+  auto direct = store_internal::NewUringMultiReadFileSystem(rocksdb::FileSystem::Default(),
+                                                            /*direct_reads=*/true);
+  ASSERT_TRUE(direct->NewRandomAccessFile(path, rocksdb::FileOptions(), &file, nullptr).ok());
   read(offsets);
   EXPECT_EQ(store_test::CountResident(store_test::ResidentPages(path)), 0u);
   // One run of back-to-back requests: through the page cache.

@@ -21,9 +21,6 @@ namespace pacset {
 namespace store_internal {
 namespace {
 
-uint64_t AlignDown(uint64_t x) { return x / kDirectReadAlign * kDirectReadAlign; }
-uint64_t AlignUp(uint64_t x) { return AlignDown(x + kDirectReadAlign - 1); }
-
 class UringMultiReadFile final : public rocksdb::FSRandomAccessFileOwnerWrapper {
  public:
   // `fd`: the same file, opened again (RocksDB's own descriptor is private
@@ -43,8 +40,8 @@ class UringMultiReadFile final : public rocksdb::FSRandomAccessFileOwnerWrapper 
         return target()->MultiRead(reqs, n, options, dbg);
     }
     std::vector<int> res(n);
-    if (!(direct_fd_.valid() && ReadDirect(reqs, n, res.data())) &&
-        !ReadBuffered(reqs, n, res.data()))
+    if (!(direct_fd_.valid() && ReadRuns(reqs, n, /*direct=*/true, res.data())) &&
+        !ReadRuns(reqs, n, /*direct=*/false, res.data()))
       return target()->MultiRead(reqs, n, options, dbg);
     for (size_t i = 0; i < n; ++i) {
       if (res[i] < 0) {
@@ -61,77 +58,84 @@ class UringMultiReadFile final : public rocksdb::FSRandomAccessFileOwnerWrapper 
   }
 
  private:
-  // Every request into its own buffer through the page cache.
-  bool ReadBuffered(rocksdb::FSReadRequest* reqs, size_t n, int* res) {
-    std::vector<int> fds(n, fd_.get());
-    std::vector<uint64_t> offsets(n);
-    std::vector<uint32_t> lens(n);
-    std::vector<char*> bufs(n);
-    for (size_t i = 0; i < n; ++i) {
-      offsets[i] = reqs[i].offset;
-      lens[i] = static_cast<uint32_t>(reqs[i].len);
-      bufs[i] = reqs[i].scratch;
-    }
-    return UringReadAll(fds.data(), offsets.data(), lens.data(), bufs.data(), n, res);
-  }
-
-  // A batch past the page cache: the requests' aligned spans, those that
-  // touch or overlap merged into runs (RocksDB's blocks of 4 KiB values are
-  // a little over 4 KiB, so neighbouring blocks share a page), each run read
-  // with O_DIRECT into one aligned buffer, then copied out. False (the
-  // caller reads through the page cache) when the whole batch is one run of
-  // several requests (a sequential reader's blocks: the page cache and its
-  // readahead serve those better) or a direct read fails.
-  bool ReadDirect(rocksdb::FSReadRequest* reqs, size_t n, int* res) {
+  // Reads a batch as runs: the requests' spans (with `direct`, aligned to
+  // kDirectReadAlign) merged where they touch or overlap, each run one read
+  // into one buffer, then copied out to its requests. RocksDB asks for whole
+  // table blocks, and a block holding a 4 KiB value is a little over 4 KiB,
+  // so a forest's neighbouring blocks touch (and with `direct` share a
+  // page): one read of a run instead of a read per block. With `direct`
+  // (past the page cache, O_DIRECT): false when the whole batch is one run
+  // of several requests (a sequential reader's blocks: the page cache and
+  // its readahead serve those better) or a read fails, and the caller reads
+  // through the page cache. Without: false only when io_uring is refused; a
+  // failed run's requests get its -errno.
+  bool ReadRuns(rocksdb::FSReadRequest* reqs, size_t n, bool direct, int* res) {
+    const uint64_t align = direct ? kDirectReadAlign : 1;
+    auto down = [&](uint64_t x) { return x / align * align; };
+    auto up = [&](uint64_t x) { return down(x + align - 1); };
     std::vector<size_t> order(n);
     for (size_t i = 0; i < n; ++i) order[i] = i;
     std::sort(order.begin(), order.end(),
               [&](size_t a, size_t b) { return reqs[a].offset < reqs[b].offset; });
     struct Run {
-      uint64_t begin, end;  // aligned
+      uint64_t begin, end;
+      size_t requests;
     };
     std::vector<Run> runs;
     std::vector<size_t> run_of(n);
-    uint64_t total = 0;
     for (size_t i : order) {
-      const uint64_t begin = AlignDown(reqs[i].offset);
-      const uint64_t end = AlignUp(reqs[i].offset + reqs[i].len);
+      const uint64_t begin = down(reqs[i].offset), end = up(reqs[i].offset + reqs[i].len);
       if (!runs.empty() && begin <= runs.back().end) {
-        total += std::max(end, runs.back().end) - runs.back().end;
         runs.back().end = std::max(end, runs.back().end);
+        ++runs.back().requests;
       } else {
-        runs.push_back({begin, end});
-        total += end - begin;
+        runs.push_back({begin, end, 1});
       }
       run_of[i] = runs.size() - 1;
     }
-    if (runs.size() == 1) return false;
-    std::unique_ptr<char, decltype(&std::free)> buf(
-        static_cast<char*>(std::aligned_alloc(kDirectReadAlign, total)), &std::free);
-    if (!buf) return false;
+    if (direct && runs.size() == 1) return false;
     const size_t m = runs.size();
-    std::vector<int> fds(m, direct_fd_.get()), got(m);
+    // A buffered run of one request is read straight into its buffer.
+    uint64_t total = 0;
+    for (const Run& r : runs) {
+      if (r.end - r.begin > static_cast<uint64_t>(INT32_MAX)) return false;
+      if (direct || r.requests > 1) total += r.end - r.begin;
+    }
+    std::unique_ptr<char, decltype(&std::free)> buf(
+        total == 0 ? nullptr
+                   : static_cast<char*>(direct ? std::aligned_alloc(kDirectReadAlign, total)
+                                               : std::malloc(total)),
+        &std::free);
+    if (total != 0 && !buf) return false;
+    std::vector<int> fds(m, direct ? direct_fd_.get() : fd_.get()), got(m);
     std::vector<uint64_t> offsets(m);
     std::vector<uint32_t> lens(m);
-    std::vector<char*> bufs(m);
+    std::vector<char*> bufs(m, nullptr);
     uint64_t at = 0;
     for (size_t r = 0; r < m; ++r) {
-      if (runs[r].end - runs[r].begin > static_cast<uint64_t>(INT32_MAX)) return false;
       offsets[r] = runs[r].begin;
       lens[r] = static_cast<uint32_t>(runs[r].end - runs[r].begin);
-      bufs[r] = buf.get() + at;
-      at += lens[r];
+      if (direct || runs[r].requests > 1) {
+        bufs[r] = buf.get() + at;
+        at += lens[r];
+      }
     }
+    for (size_t i = 0; i < n; ++i)
+      if (bufs[run_of[i]] == nullptr) bufs[run_of[i]] = reqs[i].scratch;
     if (!UringReadAll(fds.data(), offsets.data(), lens.data(), bufs.data(), m, got.data()))
       return false;
     for (size_t i = 0; i < n; ++i) {
       const size_t r = run_of[i];
-      if (got[r] < 0) return false;
+      if (got[r] < 0) {
+        if (direct) return false;
+        res[i] = got[r];
+        continue;
+      }
       // Bytes of the request within what was read (short at the end of the file).
       const uint64_t skip = reqs[i].offset - offsets[r];
       const uint64_t have = static_cast<uint64_t>(got[r]) > skip ? got[r] - skip : 0;
       const size_t len = static_cast<size_t>(std::min<uint64_t>(have, reqs[i].len));
-      std::memcpy(reqs[i].scratch, bufs[r] + skip, len);
+      if (bufs[r] != reqs[i].scratch) std::memcpy(reqs[i].scratch, bufs[r] + skip, len);
       res[i] = static_cast<int>(len);
     }
     return true;
