@@ -20,6 +20,7 @@ struct RocksDbTuning {
   Compression compression = Compression::kNone;
   int bloom_bits_per_key = 10;  // 0: no filter
   size_t table_block_size = 4096;
+  int index_block_restart_interval = 16;  // RocksDB's default: 1
   bool verify_rocksdb_checksums = false;  // our own XXH3 trailer is checked on every read
   size_t block_cache_bytes = 0;           // 0: StoreOptions::rocksdb_block_cache_bytes
 };
