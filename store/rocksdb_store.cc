@@ -12,9 +12,10 @@
 //
 // Import: blocks are written in 4 MiB batches without the WAL; Publish flushes
 // the memtable (so the blocks are in synced table files) and then writes one
-// synced WriteBatch that switches the catalog entry, records the generation
-// and removes the pending marker. A crash before that batch leaves only the
-// pending marker (written, synced, by BeginGeneration) and some blocks, which
+// WriteBatch that switches the catalog entry, records the generation and
+// removes the pending marker, also without the WAL, and flushes it
+// (WriteCatalog says why). A crash before that flush leaves only the pending
+// marker (written, synced, by BeginGeneration) and some blocks, which
 // CollectGarbage deletes.
 //
 // Options, chosen by measurement (bench/rocksdb_options_bench, 2026-11-29, on
@@ -244,6 +245,17 @@ class RocksDbStore final : public BlockStore {
   uint32_t blocks_read_at_once() const override { return env_ != nullptr ? 32 : 1; }
 
   Status PublishWriter(RocksDbWriter* w, const ForestInfo& info);
+  // Writes catalog changes that readers look up (C and G records, what a
+  // collection removes) past the WAL and flushes them into a table file.
+  // A secondary instance (RocksDB 7.8) keeps in its active memtable what it
+  // replayed from a WAL, and a newer value of the same key that reaches it
+  // only in a table file (the primary flushed before the reader caught up)
+  // stays hidden behind the old one, for good: a reader kept seeing a
+  // replaced generation through 20 catch-ups (rocksdb#14444). Records that
+  // never pass through a WAL never sit in a reader's memtable. Durable once
+  // the flush returns, as the blocks are; a crash before leaves the import's
+  // pending marker, which the next collection removes.
+  Status WriteCatalog(rocksdb::WriteBatch* batch, const std::string& what);
   void WriterGone(const std::string& name, uint64_t gen) {
     std::lock_guard<std::mutex> lock(write_mu_);
     live_writers_.erase({name, gen});
@@ -615,13 +627,20 @@ Status RocksDbStore::PublishWriter(RocksDbWriter* w, const ForestInfo& info) {
     batch.Put(NameKey('C', name), encoded);
     batch.Put(GenKey('G', name, gen), encoded);
     batch.Delete(GenKey('P', name, gen));
-    rocksdb::WriteOptions wo;
-    wo.sync = true;
-    PACSET_RETURN_IF_ERROR(FromRocks(db_->Write(wo, &batch), "publish " + context));
+    PACSET_RETURN_IF_ERROR(WriteCatalog(&batch, "publish " + context));
     live_writers_.erase({name, gen});
   }
   (void)CollectGarbage();  // best effort: the publish itself succeeded
   return Status::Ok();
+}
+
+Status RocksDbStore::WriteCatalog(rocksdb::WriteBatch* batch, const std::string& what) {
+  rocksdb::WriteOptions wo;
+  wo.disableWAL = true;
+  PACSET_RETURN_IF_ERROR(FromRocks(db_->Write(wo, batch), what));
+  rocksdb::FlushOptions fo;
+  fo.wait = true;
+  return FromRocks(db_->Flush(fo), what + ": flush");
 }
 
 StatusOr<ForestInfo> RocksDbStore::Lookup(const std::string& name) {
@@ -649,10 +668,9 @@ Status RocksDbStore::Delete(const std::string& name) {
   {
     std::lock_guard<std::mutex> lock(write_mu_);
     PACSET_RETURN_IF_ERROR(Lookup(name).status());
-    rocksdb::WriteOptions wo;
-    wo.sync = true;
-    PACSET_RETURN_IF_ERROR(
-        FromRocks(db_->Delete(wo, NameKey('C', name)), "delete '" + name + "' from " + where_));
+    rocksdb::WriteBatch batch;
+    batch.Delete(NameKey('C', name));
+    PACSET_RETURN_IF_ERROR(WriteCatalog(&batch, "delete '" + name + "' from " + where_));
   }
   (void)CollectGarbage();
   return Status::Ok();
@@ -728,9 +746,7 @@ StatusOr<uint64_t> RocksDbStore::CollectGarbage() {
           rocksdb::DeleteFilesInRange(db_.get(), db_->DefaultColumnFamily(), &b, &e, false),
           "collect " + ForestContext(name, gen)));
     }
-    rocksdb::WriteOptions wo;
-    wo.sync = true;
-    PACSET_RETURN_IF_ERROR(FromRocks(db_->Write(wo, &batch), "collect garbage in " + where_));
+    PACSET_RETURN_IF_ERROR(WriteCatalog(&batch, "collect garbage in " + where_));
   }
   // Reclaim the space of what the range deletions cover.
   for (const auto& [name, gen] : ranges) {

@@ -112,6 +112,41 @@ TEST(RocksDbStore, SecondaryReaderSeesEveryQuickPublishAfterRefresh) {
   ASSERT_TRUE((*reader)->Unpin("m29", gen).ok());
 }
 
+// One long-lived writer replaces a generation again and again, collecting
+// the old one each time (its tables flushed, deleted and compacted away), or
+// deletes the forest: a reader sees each change after one Refresh. Before
+// catalog records bypassed the WAL, the reader kept the first generation it
+// had replayed from the WAL in its memtable and never saw the next
+// (rocksdb#14444; RocksDbStore::WriteCatalog).
+TEST(RocksDbStore, SecondaryReaderSeesAGenerationReplacedAndCollectedByALongLivedWriter) {
+  const auto tmp = TempDir::Create("pacset-store").value();
+  const std::string uri = "rocksdb:" + tmp->path() + "/store";
+  auto writer = OpenBlockStore(uri, Opts(false));
+  ASSERT_TRUE(writer.ok()) << writer.status().ToString();
+  uint64_t gen = 0;
+  ASSERT_TRUE(WriteForest(**writer, "model", 4096, 3, &gen).ok());
+  auto reader = OpenBlockStore(uri, Opts(true));
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+  ASSERT_EQ((*reader)->Lookup("model")->generation, gen);
+  for (int round = 0; round < 12; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    if (round % 4 == 3) {
+      ASSERT_TRUE((*writer)->Delete("model").ok());
+      ASSERT_TRUE((*reader)->Refresh().ok());
+      EXPECT_EQ((*reader)->Lookup("model").status().code(), StatusCode::kNotFound);
+      continue;
+    }
+    ASSERT_TRUE(WriteForest(**writer, "model", 4096, 3, &gen).ok());
+    ASSERT_TRUE((*reader)->Refresh().ok());
+    auto info = (*reader)->Lookup("model");
+    ASSERT_TRUE(info.ok()) << info.status().ToString();
+    EXPECT_EQ(info->generation, gen);
+    std::string b;
+    ASSERT_TRUE((*reader)->Get(*info, 2, &b).ok());
+    EXPECT_EQ(b, MakeBlock(4096, 2, gen));
+  }
+}
+
 TEST(RocksDbStore, SecondaryReaderPinKeepsItsGenerationFromTheWritersCollection) {
   const auto tmp = TempDir::Create("pacset-store").value();
   const std::string uri = "rocksdb:" + tmp->path() + "/store";
