@@ -50,13 +50,13 @@
 // with the XXH3 block trailer anyway; the CRC costs 3 us per 64 KiB get).
 // Measurements on this shared VM vary by +-30% between runs.
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <rocksdb/cache.h>
 #include <rocksdb/convenience.h>
 #include <rocksdb/db.h>
 #include <rocksdb/filter_policy.h>
 #include <rocksdb/table.h>
 #include <rocksdb/write_batch.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>

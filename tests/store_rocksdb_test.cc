@@ -12,8 +12,8 @@
 
 #include "store/block_store.h"
 #include "store/fault_injection_store.h"
-#include "store/parallel_reads.h"
 #include "store/internal/uring_file_system.h"
+#include "store/parallel_reads.h"
 #include "testkit/child_process.h"
 #include "testkit/page_cache.h"
 #include "testkit/test_blocks.h"
@@ -256,30 +256,44 @@ uint64_t ReadCalls() {
 // io_uring. A fresh reader (none of the blocks in any cache of the process)
 // gets 256 blocks in far fewer read calls than blocks, each block its own
 // bytes.
-TEST(RocksDbStore, AMultiGetReadsItsBlocksWithoutAReadCallPerBlock) {
-  if (!store_internal::UringMultiReadUsable())
-    GTEST_SKIP() << "no io_uring here, or a ThreadSanitizer build";
-  const auto tmp = TempDir::Create("pacset-store").value();
-  const std::string uri = "rocksdb:" + tmp->path() + "/store";
-  constexpr uint64_t kBlocks = 256;
+// A store in a temporary directory holding "model" (`blocks` blocks of
+// 4 KiB, generation `gen`), and a reader of it that has looked it up.
+struct ReaderOfModel {
+  std::unique_ptr<TempDir> tmp;
+  std::unique_ptr<BlockStore> reader;
+  ForestInfo info;
   uint64_t gen = 0;
+};
+void OpenReaderOfModel(uint64_t blocks, ReaderOfModel* m) {
+  m->tmp = TempDir::Create("pacset-store").value();
+  const std::string uri = "rocksdb:" + m->tmp->path() + "/store";
   {
     auto writer = OpenBlockStore(uri, Opts(false));
     ASSERT_TRUE(writer.ok()) << writer.status().ToString();
-    ASSERT_TRUE(WriteForest(**writer, "model", 4096, kBlocks, &gen).ok());
+    ASSERT_TRUE(WriteForest(**writer, "model", 4096, blocks, &m->gen).ok());
   }
   auto reader = OpenBlockStore(uri, Opts(true));
   ASSERT_TRUE(reader.ok()) << reader.status().ToString();
-  auto info = (*reader)->Lookup("model");
+  m->reader = std::move(*reader);
+  auto info = m->reader->Lookup("model");
   ASSERT_TRUE(info.ok()) << info.status().ToString();
+  m->info = *info;
+}
+
+TEST(RocksDbStore, AMultiGetReadsItsBlocksWithoutAReadCallPerBlock) {
+  if (!store_internal::UringMultiReadUsable())
+    GTEST_SKIP() << "no io_uring here, or a ThreadSanitizer build";
+  constexpr uint64_t kBlocks = 256;
+  ReaderOfModel m;
+  ASSERT_NO_FATAL_FAILURE(OpenReaderOfModel(kBlocks, &m));
   std::vector<uint64_t> blocks(kBlocks);
   std::iota(blocks.begin(), blocks.end(), 0);
   std::vector<std::string> out;
   const uint64_t before = ReadCalls();
-  ASSERT_TRUE((*reader)->MultiGet(*info, blocks, &out).ok());
+  ASSERT_TRUE(m.reader->MultiGet(m.info, blocks, &out).ok());
   const uint64_t calls = ReadCalls() - before;
   ASSERT_EQ(out.size(), kBlocks);
-  for (uint64_t i = 0; i < kBlocks; ++i) ASSERT_EQ(out[i], MakeBlock(4096, i, gen)) << i;
+  for (uint64_t i = 0; i < kBlocks; ++i) ASSERT_EQ(out[i], MakeBlock(4096, i, m.gen)) << i;
   EXPECT_LT(calls, kBlocks / 4) << calls << " read calls for " << kBlocks << " blocks";
 }
 
@@ -289,34 +303,29 @@ TEST(RocksDbStore, AMultiGetReadsItsBlocksWithoutAReadCallPerBlock) {
 TEST(RocksDbStore, ParallelReadsSplitOnlyBatchesOfMoreThan32BlocksOverThreads) {
   if (!store_internal::UringMultiReadUsable())
     GTEST_SKIP() << "no io_uring here, or a ThreadSanitizer build: RocksDB reads block by block";
-  const auto tmp = TempDir::Create("pacset-store").value();
-  const std::string uri = "rocksdb:" + tmp->path() + "/store";
   constexpr uint64_t kBlocks = 512;
-  uint64_t gen = 0;
-  {
-    auto writer = OpenBlockStore(uri, Opts(false));
-    ASSERT_TRUE(writer.ok()) << writer.status().ToString();
-    ASSERT_TRUE(WriteForest(**writer, "model", 4096, kBlocks, &gen).ok());
-  }
-  auto reader = OpenBlockStore(uri, Opts(true));
-  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
-  auto info = (*reader)->Lookup("model");
-  ASSERT_TRUE(info.ok()) << info.status().ToString();
-  FaultInjectionStore counting(reader->get());
+  ReaderOfModel m;
+  ASSERT_NO_FATAL_FAILURE(OpenReaderOfModel(kBlocks, &m));
+  FaultInjectionStore counting(m.reader.get());
   ParallelReads reads(&counting);
   // Scattered blocks, in no order: batch sizes -> store calls.
   std::vector<uint64_t> all(kBlocks);
   std::iota(all.begin(), all.end(), 0);
   std::shuffle(all.begin(), all.end(), std::mt19937(7));
-  for (auto [n, calls] : {std::pair<size_t, uint64_t>{1, 1}, {32, 1}, {33, 2}, {64, 2},
-                          {100, 4}, {256, 8}, {512, 8}}) {
+  for (auto [n, calls] : {std::pair<size_t, uint64_t>{1, 1},
+                          {32, 1},
+                          {33, 2},
+                          {64, 2},
+                          {100, 4},
+                          {256, 8},
+                          {512, 8}}) {
     std::vector<uint64_t> blocks(all.begin(), all.begin() + n);
     std::vector<std::string> out;
     const uint64_t before = counting.read_calls();
-    ASSERT_TRUE(reads.MultiGet(*info, blocks, &out).ok()) << n;
+    ASSERT_TRUE(reads.MultiGet(m.info, blocks, &out).ok()) << n;
     EXPECT_EQ(counting.read_calls() - before, calls) << n << " blocks";
     ASSERT_EQ(out.size(), n);
-    for (size_t i = 0; i < n; ++i) ASSERT_EQ(out[i], MakeBlock(4096, blocks[i], gen)) << i;
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(out[i], MakeBlock(4096, blocks[i], m.gen)) << i;
   }
 }
 
@@ -464,7 +473,8 @@ TEST(UringMultiReadFileSystem, WithDirectReadsScatteredRequestsGetTheBytesAtThei
 // bytes at its offset, with direct reads or without; with them it is read
 // past the page cache, but for a batch that is one run (a sequential
 // reader), which goes through the page cache.
-TEST(UringMultiReadFileSystem, RunsOfTouchingRequestsGetTheirBytesAndWithDirectReadsSkipThePageCache) {
+TEST(UringMultiReadFileSystem,
+     RunsOfTouchingRequestsGetTheirBytesAndWithDirectReadsSkipThePageCache) {
   if (!UringAvailable()) GTEST_SKIP() << "the kernel refuses io_uring here";
   const auto tmp = TempDir::Create("pacset-store").value();
   const std::string path = tmp->path() + "/table";
@@ -494,9 +504,9 @@ TEST(UringMultiReadFileSystem, RunsOfTouchingRequestsGetTheirBytesAndWithDirectR
     }
   };
   std::vector<uint64_t> offsets;
-  for (uint64_t k = 0; k < 6; ++k) offsets.push_back(1000 + k * kLen);       // back to back
+  for (uint64_t k = 0; k < 6; ++k) offsets.push_back(1000 + k * kLen);        // back to back
   for (uint64_t k = 0; k < 4; ++k) offsets.push_back(100 * 4096 + k * 2000);  // overlapping
-  offsets.push_back(150 * 4096 + 5);                                         // alone
+  offsets.push_back(150 * 4096 + 5);                                          // alone
   for (uint64_t k = 0; k < 3; ++k) offsets.push_back(200 * 4096 + 9 + k * kLen);
   offsets.push_back(kSize - 50);  // past the end: 50 bytes
   auto buffered = store_internal::NewUringMultiReadFileSystem(rocksdb::FileSystem::Default());
