@@ -79,6 +79,13 @@ def warm(files):
                 pass
 
 
+def rotated(cases, rnd):
+    """The cases in round `rnd`'s order: each starts each round one place
+    later, so no binary always runs right after a cache drop or another."""
+    k = rnd % len(cases)
+    return cases[k:] + cases[:k]
+
+
 def mode_version(bins, rounds, per_round):
     cases = [("/bin/true", ["/bin/true"])]
     for label, d in bins:
@@ -86,8 +93,8 @@ def mode_version(bins, rounds, per_round):
             cases.append((f"{tool} --version ({label})", [os.path.join(d, tool), "--version"]))
     cpu = {n: [] for n, _ in cases}
     wall = {n: [] for n, _ in cases}
-    for _ in range(rounds):
-        for name, argv in cases:
+    for rnd in range(rounds):
+        for name, argv in rotated(cases, rnd):
             c = e = 0.0
             for _ in range(per_round):
                 ci, ei = cpu_and_elapsed(argv)
@@ -122,8 +129,8 @@ def mode_cold(bins, pac, rows, rounds, work):
         want = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
         cases.append((f"pacset predict, 1 row ({label})", argv, (program_files(binary), want)))
     times = {n: [] for n, _, _ in cases}
-    for _ in range(rounds):
-        for name, argv, extra in cases:
+    for rnd in range(rounds):
+        for name, argv, extra in rotated(cases, rnd):
             drop_caches()
             if extra:
                 warm(extra[0])
@@ -169,8 +176,8 @@ def mode_mount(bins, pac, rows, rounds, work):
     cpu = {n: [] for n, _, _ in cases}
     row = {n: [] for n, _, _ in cases}
     mp = os.path.join(work, "mnt")
-    for _ in range(rounds):
-        for name, d, uri in cases:
+    for rnd in range(rounds):
+        for name, d, uri in rotated(cases, rnd):
             pacsetfs = os.path.join(d, "pacsetfs")
             drop_caches()
             warm(program_files(pacsetfs) + program_files(os.path.join(d, "pacset")))
