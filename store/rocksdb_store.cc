@@ -77,6 +77,7 @@
 #include "store/internal/uring_file_system.h"
 #include "util/atomic_file.h"
 #include "util/file_io.h"
+#include "util/string_util.h"
 
 namespace pacset {
 namespace store_internal {
@@ -144,9 +145,8 @@ bool IsLockError(const rocksdb::Status& s) {
 size_t CountTableFiles(const std::string& path) {
   auto names = ListDir(path);
   if (!names.ok()) return 0;
-  return static_cast<size_t>(std::count_if(names->begin(), names->end(), [](const std::string& n) {
-    return n.size() > 4 && n.compare(n.size() - 4, 4, ".sst") == 0;
-  }));
+  return static_cast<size_t>(std::count_if(
+      names->begin(), names->end(), [](const std::string& n) { return EndsWith(n, ".sst"); }));
 }
 
 // What a secondary instance's catch-up with the primary would read, as a
@@ -172,8 +172,7 @@ std::string PrimaryFingerprint(const std::string& path) {
   if (!names.ok()) return "";
   std::sort(names->begin(), names->end());
   for (const std::string& n : *names) {
-    const bool wal = n.size() > 4 && n.compare(n.size() - 4, 4, ".log") == 0;
-    if (!wal && n.rfind("MANIFEST-", 0) != 0 && n != "CURRENT") continue;
+    if (!EndsWith(n, ".log") && !StartsWith(n, "MANIFEST-") && n != "CURRENT") continue;
     fp += n + "=";
     if (!stamp(path + "/" + n, &fp)) return "";  // removed meanwhile: something changed
   }
