@@ -28,6 +28,7 @@
 #include "store/block_store.h"
 #include "trace/trace_writer.h"
 #include "util/file_io.h"
+#include "util/parallel.h"
 #include "util/subprocess.h"
 
 namespace pacset {
@@ -200,6 +201,35 @@ Status Serve(const MountOptions& opts, const StoreOptions& so, Readiness* ready)
       });
 }
 
+// Before the daemon starts any thread (glibc fixes its arena limit once the
+// eighth arena exists).
+void TuneMallocForTheCache(size_t cache_bytes) {
+  // Cold reads fill the block cache with fresh 4 KiB..1 MiB blocks from up
+  // to max_threads worker threads, each with a malloc arena of its own up to
+  // glibc's limit (8 per CPU). Each arena keeps up to M_TRIM_THRESHOLD of
+  // freed memory, so the daemon could hold the cache's bound once per arena:
+  // a 16 MiB cache peaked at 41-50 MiB of RssAnon against 30-32 with two
+  // arenas (tests/fs/scale_test.py, 2 CPUs), no slower. One arena per CPU
+  // (2..8), and the cache's bound shared among them.
+  const int arenas = std::clamp(ResolveThreads(0), 2, 8);
+  mallopt(M_ARENA_MAX, arenas);
+  // Grown a little at a time, every arena's heap took an mprotect call per
+  // few blocks (a tenth of the daemon's CPU while reading a whole forest,
+  // perf). 1 MiB steps.
+  mallopt(M_TOP_PAD, 1 << 20);
+  // Memory the cache frees (eviction, `drop`, a new generation) stays in
+  // the arenas for the next blocks, up to the cache's own bound: returned to
+  // the kernel, every page of it was faulted in (and zeroed) again by the
+  // next cold reads — with 64 KiB blocks a third of a running daemon's CPU
+  // for a cold row (perf: memset and page faults), which took 210 ms against
+  // 130 ms with the memory kept (fs/DESIGN.md). Setting the trim threshold
+  // fixes the mmap threshold too (glibc stops adapting it): blocks up to
+  // 8 MiB come from the arenas, not from an mmap and munmap each.
+  mallopt(M_TRIM_THRESHOLD, static_cast<int>(std::clamp<size_t>(
+                                cache_bytes / static_cast<size_t>(arenas), 128u << 10, 1u << 30)));
+  mallopt(M_MMAP_THRESHOLD, 8 << 20);
+}
+
 }  // namespace
 
 namespace fs_internal {
@@ -216,6 +246,7 @@ Status ServeStore(const MountOptions& opts, const StoreOpener& open_store,
   // A fresh daemon's store open (a RocksDB plugin loaded and its tables
   // opened: ~10 ms) and the kernel mount (fusermount3, mount(2): ~3 ms) run
   // side by side; requests wait in the kernel until the session loop starts.
+  TuneMallocForTheCache(opts.cache_bytes);
   StatusOr<std::unique_ptr<BlockStore>> opened = Status::Internal("the store was not opened");
   std::thread opener([&opened, &open_store] { opened = open_store(); });
   struct Joiner {
@@ -266,23 +297,6 @@ Status ServeStore(const MountOptions& opts, const StoreOpener& open_store,
   }
   on_mounted();
 
-  // Cold reads fill the block cache with fresh 4 KiB..1 MiB blocks from up
-  // to max_threads worker threads, each with its own malloc arena: grown a
-  // little at a time, every arena's heap took an mprotect call per few blocks
-  // (a tenth of the daemon's CPU while reading a whole forest, perf). 1 MiB
-  // steps.
-  mallopt(M_TOP_PAD, 1 << 20);
-  // Memory the cache frees (eviction, `drop`, a new generation) stays in
-  // the arenas for the next blocks, up to the cache's own bound: returned to
-  // the kernel, every page of it was faulted in (and zeroed) again by the
-  // next cold reads — with 64 KiB blocks a third of a running daemon's CPU
-  // for a cold row (perf: memset and page faults), which took 210 ms against
-  // 130 ms with the memory kept (fs/DESIGN.md). Setting the trim threshold
-  // fixes the mmap threshold too (glibc stops adapting it): blocks up to
-  // 8 MiB come from the arenas, not from an mmap and munmap each.
-  mallopt(M_TRIM_THRESHOLD,
-          static_cast<int>(std::clamp<size_t>(opts.cache_bytes, 128u << 10, 1u << 30)));
-  mallopt(M_MMAP_THRESHOLD, 8 << 20);
   Status status;
   fs->StartThreads(se);
   Log(LOG_INFO, "serving %s on %s", RedactStoreUri(opts.store_uri).c_str(),
