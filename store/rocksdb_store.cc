@@ -502,7 +502,25 @@ Status RocksDbStore::OpenPrimary(const rocksdb::Options& options) {
   return Status::Ok();
 }
 
-Status RocksDbStore::OpenSecondary(const rocksdb::Options& options) {
+namespace {
+
+// A reader's info log: nothing. A secondary instance writes its LOG (the
+// options dump, ~9 KB formatted with the local time, then lines at every
+// catch-up) into its private directory, which is removed when it closes; a
+// fresh daemon wrote it before it could mount. What goes wrong comes back as
+// a status.
+class NoInfoLog : public rocksdb::Logger {
+ public:
+  NoInfoLog() : rocksdb::Logger(rocksdb::InfoLogLevel::HEADER_LEVEL) {}
+  using rocksdb::Logger::Logv;
+  void Logv(const char* /*format*/, va_list /*ap*/) override {}
+};
+
+}  // namespace
+
+Status RocksDbStore::OpenSecondary(const rocksdb::Options& base) {
+  rocksdb::Options options = base;
+  options.info_log = std::make_shared<NoInfoLog>();
   std::random_device rd;
   const std::string leaf = std::to_string(::getpid()) + "-" + std::to_string(rd());
   if (::access(path_.c_str(), W_OK) == 0 && MakeDirs(path_ + "/secondary").ok()) {

@@ -218,6 +218,25 @@ TEST(RocksDbStore, SecondaryInstanceDirectoryIsRemovedWhenTheReaderCloses) {
   EXPECT_TRUE(names->empty());
 }
 
+TEST(RocksDbStore, AReaderWritesNoInfoLogButTheWriterDoes) {
+  const auto tmp = TempDir::Create("pacset-store").value();
+  const std::string path = tmp->path() + "/store";
+  auto writer = OpenBlockStore("rocksdb:" + path, Opts(false));
+  ASSERT_TRUE(writer.ok());
+  auto reader = OpenBlockStore("rocksdb:" + path, Opts(true));
+  ASSERT_TRUE(reader.ok());
+  ASSERT_TRUE(WriteForest(**writer, "f", 4096, 8).ok());
+  ASSERT_TRUE((*reader)->Refresh().ok());
+  EXPECT_EQ((*reader)->List().value().size(), 1u);
+  auto secondaries = ListDir(path + "/secondary");
+  ASSERT_TRUE(secondaries.ok());
+  ASSERT_EQ(secondaries->size(), 1u);
+  auto files = ListDir(path + "/secondary/" + secondaries->front());
+  ASSERT_TRUE(files.ok());
+  EXPECT_EQ(*files, std::vector<std::string>{"owner.lock"});
+  EXPECT_TRUE(PathExists(path + "/LOG"));
+}
+
 TEST(RocksDbStore, GarbageCollectionReclaimsTheSpaceOfLargeGenerations) {
   const auto tmp = TempDir::Create("pacset-store").value();
   const std::string uri = "rocksdb:" + tmp->path() + "/store";
