@@ -64,6 +64,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <set>
 #include <thread>
@@ -306,6 +307,12 @@ class RocksDbStore final : public BlockStore {
   // its open); Refresh() skips the catch-up while it has not changed.
   std::mutex caught_up_mu_;
   std::string caught_up_at_;
+  // A secondary instance's List() while it has not caught up since: nothing
+  // it reads changes between catch-ups (a daemon lists at every refresh and
+  // at lookups). catch_ups_ counts the starts and ends of catch-ups, so a
+  // listing that overlapped one is not kept.
+  uint64_t catch_ups_ = 0;
+  std::optional<std::vector<ForestInfo>> listed_;
 
   // Serialises catalog changes and collection in this (the only writer) process.
   std::mutex write_mu_;
@@ -669,6 +676,12 @@ StatusOr<ForestInfo> RocksDbStore::Lookup(const std::string& name) {
 }
 
 StatusOr<std::vector<ForestInfo>> RocksDbStore::List() {
+  uint64_t catch_ups = 0;
+  if (options_.read_only) {
+    std::lock_guard<std::mutex> lock(caught_up_mu_);
+    if (listed_) return *listed_;
+    catch_ups = catch_ups_;
+  }
   std::vector<ForestInfo> out;
   PACSET_RETURN_IF_ERROR(ForEach('C', [&](const rocksdb::Slice& k, const rocksdb::Slice& v) {
     ForestInfo info;
@@ -676,6 +689,10 @@ StatusOr<std::vector<ForestInfo>> RocksDbStore::List() {
     out.push_back(std::move(info));
     return Status::Ok();
   }));
+  if (options_.read_only) {
+    std::lock_guard<std::mutex> lock(caught_up_mu_);
+    if (catch_ups == catch_ups_) listed_ = out;
+  }
   return out;
 }
 
@@ -808,10 +825,14 @@ Status RocksDbStore::Refresh() {
   {
     std::lock_guard<std::mutex> lock(caught_up_mu_);
     if (!fingerprint.empty() && fingerprint == caught_up_at_) return Status::Ok();
+    ++catch_ups_;
+    listed_.reset();
   }
-  PACSET_RETURN_IF_ERROR(
-      FromRocks(db_->TryCatchUpWithPrimary(), "catch up with the writer of " + where_));
+  rocksdb::Status s = db_->TryCatchUpWithPrimary();
   std::lock_guard<std::mutex> lock(caught_up_mu_);
+  ++catch_ups_;
+  listed_.reset();
+  PACSET_RETURN_IF_ERROR(FromRocks(s, "catch up with the writer of " + where_));
   caught_up_at_ = std::move(fingerprint);
   return Status::Ok();
 }

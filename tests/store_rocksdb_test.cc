@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <map>
 #include <numeric>
 #include <random>
 
@@ -68,6 +69,43 @@ TEST(RocksDbStore, SecondaryReaderSeesAGenerationPublishedByTheWriterAfterRefres
   ASSERT_TRUE(l.ok());
   ASSERT_TRUE((*reader)->Get(*l, 1, &b).ok());
   EXPECT_EQ(b, MakeBlock(8192, 1, later));
+}
+
+// What a reader lists (a daemon's catalog: every refresh and lookup) follows
+// the writer's publications and deletions at each Refresh, and a listing
+// repeated without one is the same.
+TEST(RocksDbStore, SecondaryReaderListsWhatTheWriterPublishedAndDeletedAfterRefresh) {
+  const auto tmp = TempDir::Create("pacset-store").value();
+  const std::string uri = "rocksdb:" + tmp->path() + "/store";
+  auto writer = OpenBlockStore(uri, Opts(false));
+  ASSERT_TRUE(writer.ok()) << writer.status().ToString();
+  uint64_t a1 = 0;
+  ASSERT_TRUE(WriteForest(**writer, "a", 4096, 3, &a1).ok());
+  auto reader = OpenBlockStore(uri, Opts(true));
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+  auto listed = [&] {
+    std::map<std::string, uint64_t> m;
+    auto list = (*reader)->List();
+    EXPECT_TRUE(list.ok()) << list.status().ToString();
+    if (list.ok())
+      for (const auto& f : *list) m[f.name] = f.generation;
+    return m;
+  };
+  using Listing = std::map<std::string, uint64_t>;
+  EXPECT_EQ(listed(), (Listing{{"a", a1}}));
+  for (int round = 0; round < 5; ++round) {
+    uint64_t a = 0, b = 0;
+    ASSERT_TRUE(WriteForest(**writer, "a", 4096, 3, &a).ok());
+    ASSERT_TRUE(WriteForest(**writer, "b", 4096, 2, &b).ok());
+    ASSERT_TRUE((*reader)->Refresh().ok());
+    EXPECT_EQ(listed(), (Listing{{"a", a}, {"b", b}})) << round;
+    EXPECT_EQ(listed(), (Listing{{"a", a}, {"b", b}})) << round;
+    ASSERT_TRUE((*writer)->Delete("b").ok());
+    ASSERT_TRUE((*reader)->Refresh().ok());
+    EXPECT_EQ(listed(), (Listing{{"a", a}})) << round;
+    ASSERT_TRUE((*reader)->Refresh().ok());  // nothing new
+    EXPECT_EQ(listed(), (Listing{{"a", a}})) << round;
+  }
 }
 
 // A Refresh with nothing new skips RocksDB's catch-up (a fingerprint of the
