@@ -208,7 +208,7 @@ void TuneMallocForTheCache(size_t cache_bytes) {
   // to max_threads worker threads, each with a malloc arena of its own up to
   // glibc's limit (8 per CPU). Each arena keeps up to M_TRIM_THRESHOLD of
   // freed memory, so the daemon could hold the cache's bound once per arena:
-  // a 16 MiB cache peaked at 41-50 MiB of RssAnon against 30-32 with two
+  // a 16 MiB cache peaked at 41-50 MiB of RssAnon against 31-38 with two
   // arenas (tests/fs/scale_test.py, 2 CPUs), no slower. One arena per CPU
   // (2..8), and the cache's bound shared among them.
   const int arenas = std::clamp(ResolveThreads(0), 2, 8);
