@@ -515,12 +515,24 @@ namespace {
 // options dump, ~9 KB formatted with the local time, then lines at every
 // catch-up) into its private directory, which is removed when it closes; a
 // fresh daemon wrote it before it could mount. What goes wrong comes back as
-// a status.
+// a status. Every virtual that rocksdb::Logger defines inline is overridden:
+// a base one used here would be compiled into this program, and RocksDB's
+// own loggers would then call this program's copy (in the TSan build, an
+// instrumented one that reports RocksDB's unsynchronised log level).
 class NoInfoLog : public rocksdb::Logger {
  public:
   NoInfoLog() : rocksdb::Logger(rocksdb::InfoLogLevel::HEADER_LEVEL) {}
-  using rocksdb::Logger::Logv;
+  void LogHeader(const char* /*format*/, va_list /*ap*/) override {}
   void Logv(const char* /*format*/, va_list /*ap*/) override {}
+  void Logv(const rocksdb::InfoLogLevel /*level*/, const char* /*format*/,
+            va_list /*ap*/) override {}
+  size_t GetLogFileSize() const override { return 0; }
+  void Flush() override {}
+  // The highest level: RocksDB formats no line below it.
+  rocksdb::InfoLogLevel GetInfoLogLevel() const override {
+    return rocksdb::InfoLogLevel::HEADER_LEVEL;
+  }
+  void SetInfoLogLevel(const rocksdb::InfoLogLevel /*level*/) override {}
 };
 
 }  // namespace
