@@ -101,9 +101,14 @@ def read_back(*programs):
     for program in programs:
         subprocess.run([program, "--version"], capture_output=True)
         for path in program_files(program):
-            with open(path, "rb") as f:
-                while f.read(1 << 20):
-                    pass
+            read_whole(path)
+
+
+def read_whole(path):
+    """Reads the file at `path` to its end (into the page cache)."""
+    with open(path, "rb") as f:
+        while f.read(1 << 20):
+            pass
 
 
 def read_back_mapped(pids, skip_under):
@@ -128,9 +133,7 @@ def read_back_mapped(pids, skip_under):
                 continue
             seen.add(path)
             try:
-                with open(path, "rb") as f:
-                    while f.read(1 << 20):
-                        pass
+                read_whole(path)
             except OSError:
                 pass
 
@@ -317,10 +320,9 @@ def proc_read_bytes(pid):
 
 def quiesce(pids, quiet=0.05, limit=3.0):
     """Waits until the processes `pids` have read nothing from the disk and
-    used no CPU for `quiet` seconds (at most `limit`): a daemon may still
-    read ahead or push blocks for the previous case's reader after it ended,
-    and the next case would be measured beside that. Returns the seconds
-    waited."""
+    used no CPU for `quiet` seconds (at most `limit`), so that no case is
+    measured beside a daemon still busy with the previous one (deferred
+    pushes, a catalog refresh). Returns the seconds waited."""
     def sample():
         total = []
         for pid in pids:
@@ -411,11 +413,12 @@ def mount_bench(a, new, header, lines):
                     return [engine, "predict", path, "-i", csvs[n], "--timing"] + extra
                 row = {}
                 daemon_pids = [m.proc.pid for m in running.values()]
+                stores_and_forests = os.path.realpath(a.work) + "/"
                 quiesce(daemon_pids)
                 if where == "local":
                     drop_caches()
                     read_back(cmd(pac)[0])
-                    read_back_mapped(daemon_pids, os.path.realpath(a.work) + "/")
+                    read_back_mapped(daemon_pids, stores_and_forests)
                     wall, _, out, err = run(cmd(pac))
                 else:
                     uri, daemon, mode, bound, io = mounts[where]
@@ -425,7 +428,7 @@ def mount_bench(a, new, header, lines):
                         drop_caches()
                         read_back(cmd(pac)[0], daemon)
                         read_back_mapped(sorted(set(daemon_pids + [m.proc.pid])),
-                                         os.path.realpath(a.work) + "/")
+                                         stores_and_forests)
                         pid = m.proc.pid
                         cpu0, io0 = proc_cpu_seconds(pid), proc_read_bytes(pid)
                         ns0 = proc_cpu_ns(pid)

@@ -83,15 +83,15 @@ TEST(RocksDbStore, SecondaryReaderListsWhatTheWriterPublishedAndDeletedAfterRefr
   ASSERT_TRUE(WriteForest(**writer, "a", 4096, 3, &a1).ok());
   auto reader = OpenBlockStore(uri, Opts(true));
   ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+  using Listing = std::map<std::string, uint64_t>;
   auto listed = [&] {
-    std::map<std::string, uint64_t> m;
+    Listing m;
     auto list = (*reader)->List();
     EXPECT_TRUE(list.ok()) << list.status().ToString();
     if (list.ok())
       for (const auto& f : *list) m[f.name] = f.generation;
     return m;
   };
-  using Listing = std::map<std::string, uint64_t>;
   EXPECT_EQ(listed(), (Listing{{"a", a1}}));
   for (int round = 0; round < 5; ++round) {
     uint64_t a = 0, b = 0;
