@@ -71,6 +71,7 @@
 
 #include "layout/block.h"
 #include "store/block_store.h"
+#include "store/internal/backend_plugin.h"
 #include "store/internal/backends.h"
 #include "store/internal/codec.h"
 #include "store/internal/file_util.h"
@@ -914,6 +915,14 @@ StatusOr<std::unique_ptr<BlockStore>> OpenRocksDbStore(const std::string& path,
   auto store = std::make_unique<RocksDbStore>(path, options, tuning);
   PACSET_RETURN_IF_ERROR(store->Open());
   return std::unique_ptr<BlockStore>(std::move(store));
+}
+
+const StoreBackend* RocksDbStoreBackend() {
+  return PluginStoreBackend([](StoreBackend* b) {
+    b->open_rocksdb = [](const std::string& path, const StoreOptions& options) {
+      return OpenRocksDbStore(path, options);  // the default tuning
+    };
+  });
 }
 
 }  // namespace store_internal

@@ -7,6 +7,11 @@
 
 #include "util/file_io.h"
 
+// Defined where a program has the rocksdb: backend built in
+// (store/internal/rocksdb_builtin.cc); null elsewhere.
+extern "C" const pacset::store_internal::StoreBackend* pacset_builtin_rocksdb_backend()
+    __attribute__((weak));
+
 namespace pacset {
 namespace store_internal {
 namespace {
@@ -21,6 +26,8 @@ std::vector<std::string> PluginDirs() {
 }
 
 StatusOr<const StoreBackend*> Load(const std::string& backend) {
+  if (backend == "rocksdb" && pacset_builtin_rocksdb_backend != nullptr)
+    return pacset_builtin_rocksdb_backend();
   const std::string file = "store-" + backend + ".so";
   std::string tried;
   for (const std::string& dir : PluginDirs()) {

@@ -17,6 +17,10 @@
 // types crossing). A plugin links its own copy of the store's common code with
 // every symbol hidden but the entry point; the BlockStore it returns is used
 // and destroyed through its vtable. Loaded plugins stay loaded.
+//
+// Built in: a program may link the rocksdb: backend and RocksDB itself
+// instead (pacsetfs does: CMakeLists.txt, PACSET_BUILTIN_ROCKSDB);
+// LoadStoreBackend("rocksdb") then returns it and looks for no plugin.
 #pragma once
 
 #include <memory>
@@ -64,7 +68,12 @@ const StoreBackend* PluginStoreBackend(Fill fill) {
   return &backend;
 }
 
-// The plugin of `backend` ("rocksdb", "redis"), loaded on the first call
+// The rocksdb: backend's table, for its plugin and for a program that has it
+// built in (defined in store/rocksdb_store.cc).
+const StoreBackend* RocksDbStoreBackend();
+
+// The plugin of `backend` ("rocksdb", "redis"), or the program's built-in
+// backend, loaded on the first call
 // (thread-safe), with the constructors of that backend; kNotSupported naming
 // the files tried when it is missing, does not load, comes from another build
 // or lacks them.

@@ -9,12 +9,19 @@
   librocksdb (and no hiredis): the same check sees a loaded backend, so it
   can fail; its answers equal the local file's.
 - Neither `pacset` nor `pacsetfs` names RocksDB or hiredis among the
-  libraries it needs (readelf -d): the daemon over a dir: store loads none.
+  libraries it needs (readelf -d).
+- A daemon over a dir: store maps no backend; over a rocksdb: store, one
+  with RocksDB built in (--pacsetfs-rocksdb builtin, CMake's
+  PACSET_BUILTIN_ROCKSDB) maps neither the plugin nor librocksdb.so, even as
+  a copy with no plugin directory beside it, and one without (plugin: the
+  sanitizer builds) maps the plugin; the forest file each serves equals the
+  .pac byte for byte.
 - A copy of `pacset` whose plugin directory (../lib/pacset next to it) lacks
   the plugin, or holds another plugin under its name, refuses a rocksdb:
   store with an error naming the file, and still predicts from a file.
 
 usage: store_backend_loading_test.py --pacset PATH --pacsetfs PATH
+                                    --pacsetfs-rocksdb {builtin,plugin}
 """
 import argparse
 import glob
@@ -25,6 +32,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "testkit"))
+from fslib import Mount  # noqa: E402
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "lightgbm")
 MODEL = os.path.join(DATA, "binary.txt")  # LightGBM, 2 features
@@ -110,10 +120,36 @@ def check_missing_and_wrong_plugins(pacset, pac, work, expect):
     refused(copy, store, pac, f"{plugins}/store-rocksdb.so is not the rocksdb plugin", expect)
 
 
+def check_daemons(pacsetfs, builtin, stores, pac, work, expect):
+    """A daemon over each store: the backends it maps, and its forest file."""
+    with open(pac, "rb") as f:
+        want = f.read()
+    # Built in, a copy of the program with no plugin directory beside it must
+    # still serve a rocksdb: store.
+    copy_bin = os.path.join(work, "daemon-copy", "bin")
+    os.makedirs(copy_bin)
+    copy = shutil.copy(pacsetfs, copy_bin)
+    cases = [("dir:", pacsetfs, stores["dir"], set()),
+             ("rocksdb:, built in" if builtin else "rocksdb:, the plugin",
+              copy if builtin else pacsetfs, stores["rocksdb"], set() if builtin else {"rocksdb"})]
+    for i, (name, program, store, backends) in enumerate(cases):
+        with Mount(program, store, os.path.join(work, f"mnt{i}")) as m:
+            with open(os.path.join(m.mp, "m.pac"), "rb") as f:
+                served = f.read()
+            with open(f"/proc/{m.proc.pid}/maps") as f:
+                files = {line.split()[-1] for line in f if len(line.split()) >= 6}
+        expect(served == want, f"daemon over {name}: serves the .pac's {len(want)} bytes "
+               f"({len(served)} read, {'equal' if served == want else 'different'})")
+        got = loaded(files)
+        expect(got == backends, f"daemon over {name}: loaded backends {sorted(got)}, "
+               f"expected {sorted(backends)}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--pacset", required=True)
     ap.add_argument("--pacsetfs", required=True)
+    ap.add_argument("--pacsetfs-rocksdb", required=True, choices=("builtin", "plugin"))
     args = ap.parse_args()
     failures = []
 
@@ -150,6 +186,8 @@ def main():
             expect(got == backends, f"{name}: loaded backends {sorted(got)}, "
                    f"expected {sorted(backends)}")
         check_missing_and_wrong_plugins(args.pacset, pac, work, expect)
+        check_daemons(args.pacsetfs, args.pacsetfs_rocksdb == "builtin",
+                      {"dir": dir_store, "rocksdb": rocksdb_store}, pac, work, expect)
     if failures:
         sys.exit(1)
 
