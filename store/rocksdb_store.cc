@@ -304,9 +304,18 @@ class RocksDbStore final : public BlockStore {
   UniqueFd secondary_lock_;
   UniqueFd writer_lock_;    // flock on PATH/writer.lock while this is the primary
   size_t table_files_ = 0;  // *.sst files in path_ when opened
-  // A secondary instance: PrimaryFingerprint() before its last catch-up (or
-  // its open); Refresh() skips the catch-up while it has not changed.
+  // A secondary instance: whether the primary wrote anything since its last
+  // catch-up (or its open), which Refresh() skips otherwise. Known from a
+  // watch of the store directory set up before the open: changes_seen_
+  // counts the Refreshes that saw changes, caught_up_to_ is the highest
+  // count a catch-up that began after it succeeded from (so one that began
+  // earlier, and ends while another runs, does not hide a change). Where
+  // inotify is unavailable, from PrimaryFingerprint() before the last
+  // catch-up (caught_up_at_).
   std::mutex caught_up_mu_;
+  std::optional<DirectoryWatch> primary_watch_;
+  uint64_t changes_seen_ = 0;
+  uint64_t caught_up_to_ = 0;
   std::string caught_up_at_;
   // A secondary instance's List() while it has not caught up since: nothing
   // it reads changes between catch-ups (a daemon lists at every refresh and
@@ -559,12 +568,15 @@ Status RocksDbStore::OpenSecondary(const rocksdb::Options& base) {
                           LockFile(secondary_dir_ + "/owner.lock", LockMode::kShared));
   rocksdb::DB* db = nullptr;
   // OpenAsSecondary replays the primary's MANIFEST and WAL files itself: the
-  // instance is caught up without a Refresh().
-  std::string fingerprint = PrimaryFingerprint(path_);
+  // instance is caught up without a Refresh(), up to what the primary wrote
+  // before the watch (or the fingerprint) began.
+  StatusOr<DirectoryWatch> watch = DirectoryWatch::Open(path_);
+  std::string fingerprint = watch.ok() ? "" : PrimaryFingerprint(path_);
   rocksdb::Status s = rocksdb::DB::OpenAsSecondary(options, path_, secondary_dir_, &db);
   if (!s.ok()) return FromRocks(s, "open store " + where_ + " for reading");
   db_.reset(db);
   std::lock_guard<std::mutex> lock(caught_up_mu_);
+  if (watch.ok()) primary_watch_.emplace(std::move(*watch));
   caught_up_at_ = std::move(fingerprint);
   return Status::Ok();
 }
@@ -832,12 +844,21 @@ StatusOr<StoreStats> RocksDbStore::Stat() {
 
 Status RocksDbStore::Refresh() {
   if (!options_.read_only) return Status::Ok();
-  // Taken before the catch-up: whatever the primary writes meanwhile changes
-  // it, so the next Refresh catches up again.
-  std::string fingerprint = PrimaryFingerprint(path_);
+  // Looked at before the catch-up: whatever the primary writes meanwhile is
+  // seen by the next Refresh, which catches up again. A catch-up that fails
+  // leaves caught_up_to_ behind, so the next Refresh retries.
+  std::string fingerprint;
+  uint64_t target = 0;
   {
     std::lock_guard<std::mutex> lock(caught_up_mu_);
-    if (!fingerprint.empty() && fingerprint == caught_up_at_) return Status::Ok();
+    if (primary_watch_) {
+      if (primary_watch_->Changed()) ++changes_seen_;
+      if (caught_up_to_ == changes_seen_) return Status::Ok();
+      target = changes_seen_;
+    } else {
+      fingerprint = PrimaryFingerprint(path_);
+      if (!fingerprint.empty() && fingerprint == caught_up_at_) return Status::Ok();
+    }
     ++catch_ups_;
     listed_.reset();
   }
@@ -846,6 +867,7 @@ Status RocksDbStore::Refresh() {
   ++catch_ups_;
   listed_.reset();
   PACSET_RETURN_IF_ERROR(FromRocks(s, "catch up with the writer of " + where_));
+  caught_up_to_ = std::max(caught_up_to_, target);
   caught_up_at_ = std::move(fingerprint);
   return Status::Ok();
 }

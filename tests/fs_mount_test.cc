@@ -854,10 +854,12 @@ TEST(PacsetfsMount, OneUsersGatherHandlesStayWithinItsCapsAndTheirMemoryIsReturn
   if (kSanitized) return;
   // What the caps allow is 4 MiB of requests and 4,096 handles' entries
   // (measured: +4.4 MiB); without them these handles held ~46 MiB. After
-  // they close: +0.2 MiB measured, +4.5 MiB without malloc_trim.
+  // they close: +1.0-2.0 MiB measured (16 runs beside other tests; malloc
+  // keeps the tops of the worker threads' arenas, which malloc_trim does not
+  // return: fs/mount.cc, TuneMallocForTheCache), +4.5 MiB without malloc_trim.
   const uint64_t margin = 12u << 20;
   EXPECT_LT(during, before + defaults.gather_memory_per_user + margin);
-  EXPECT_LT(after, before + (2u << 20)) << "the memory of the closed handles was not returned";
+  EXPECT_LT(after, before + (3u << 20)) << "the memory of the closed handles was not returned";
 }
 
 // A forest's blocks are reachable through the gather file only as through its

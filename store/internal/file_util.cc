@@ -2,10 +2,12 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/inotify.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
+#include <cstring>
 
 #include "util/string_util.h"
 
@@ -125,6 +127,39 @@ StatusOr<std::set<std::pair<std::string, uint64_t>>> PinFiles::LivePins() {
     }
   }
   return live;
+}
+
+StatusOr<DirectoryWatch> DirectoryWatch::Open(const std::string& dir) {
+  UniqueFd fd(inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
+  if (!fd.valid()) return Status::FromErrno("inotify_init1 for " + dir, errno);
+  constexpr uint32_t kChanges = IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_CREATE | IN_DELETE |
+                                IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF |
+                                IN_ONLYDIR;
+  if (inotify_add_watch(fd.get(), dir.c_str(), kChanges) < 0)
+    return Status::FromErrno("inotify watch of " + dir, errno);
+  return DirectoryWatch(std::move(fd));
+}
+
+bool DirectoryWatch::Changed() {
+  if (gone_) return true;
+  alignas(inotify_event) char buf[4096];
+  bool changed = false;
+  for (;;) {
+    const ssize_t n = read(fd_.get(), buf, sizeof buf);
+    if (n > 0) {
+      changed = true;  // any event (IN_Q_OVERFLOW: some were lost)
+      for (ssize_t at = 0; at + static_cast<ssize_t>(sizeof(inotify_event)) <= n;) {
+        inotify_event ev;
+        memcpy(&ev, buf + at, sizeof ev);
+        if (ev.mask & IN_IGNORED) gone_ = true;  // the directory was removed or unmounted
+        at += static_cast<ssize_t>(sizeof(inotify_event) + ev.len);
+      }
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    // EAGAIN: drained. Anything else: unknown, so changed.
+    return changed || !(n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK));
+  }
 }
 
 }  // namespace store_internal

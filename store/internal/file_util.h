@@ -66,5 +66,28 @@ class PinFiles {
   std::map<std::pair<std::string, uint64_t>, Held> held_;
 };
 
+// Whether the entries of one directory changed: an inotify watch of the
+// files directly in it (created, written, renamed, removed, their attributes
+// changed; not read or opened), so a caller learns it with one read(2) rather
+// than by stat'ing them. Not recursive.
+class DirectoryWatch {
+ public:
+  // Invalid (Open's error says why) when inotify is unavailable or its
+  // per-user limits are reached: callers then look at the files themselves.
+  static StatusOr<DirectoryWatch> Open(const std::string& dir);
+
+  // True when anything changed since the last call (since Open for the
+  // first), or when that cannot be known (the kernel's event queue
+  // overflowed, a read failed, the directory itself is gone: then always).
+  // Consumes what it saw: a change made after this call starts is seen by
+  // the next one. Not thread-safe.
+  bool Changed();
+
+ private:
+  explicit DirectoryWatch(UniqueFd fd) : fd_(std::move(fd)) {}
+  UniqueFd fd_;
+  bool gone_ = false;
+};
+
 }  // namespace store_internal
 }  // namespace pacset
