@@ -570,7 +570,9 @@ Status RocksDbStore::OpenSecondary(const rocksdb::Options& base) {
   // OpenAsSecondary replays the primary's MANIFEST and WAL files itself: the
   // instance is caught up without a Refresh(), up to what the primary wrote
   // before the watch (or the fingerprint) began.
-  StatusOr<DirectoryWatch> watch = DirectoryWatch::Open(path_);
+  StatusOr<DirectoryWatch> watch = tuning_.watch_writer_directory
+                                       ? DirectoryWatch::Open(path_)
+                                       : Status::NotSupported("not asked to watch " + path_);
   std::string fingerprint = watch.ok() ? "" : PrimaryFingerprint(path_);
   rocksdb::Status s = rocksdb::DB::OpenAsSecondary(options, path_, secondary_dir_, &db);
   if (!s.ok()) return FromRocks(s, "open store " + where_ + " for reading");

@@ -89,6 +89,14 @@ TEST(DirectoryWatch, AMissingDirectoryOrAFileIsAnError) {
   EXPECT_FALSE(DirectoryWatch::Open(tmp->path() + "/file").ok()) << "IN_ONLYDIR";
 }
 
+TEST(DirectoryWatch, IsNotOfferedWhereChangesMayComeFromElsewhere) {
+  // procfs stands for the file systems whose changes inotify does not see
+  // (another host's writes on NFS raise no event): the caller must stat.
+  auto proc = DirectoryWatch::Open("/proc/self");
+  ASSERT_FALSE(proc.ok());
+  EXPECT_EQ(proc.status().code(), StatusCode::kNotSupported) << proc.status().ToString();
+}
+
 }  // namespace
 }  // namespace store_internal
 }  // namespace pacset

@@ -13,6 +13,7 @@
 
 #include "store/block_store.h"
 #include "store/fault_injection_store.h"
+#include "store/internal/backends.h"
 #include "store/internal/uring_file_system.h"
 #include "store/parallel_reads.h"
 #include "testkit/child_process.h"
@@ -113,14 +114,20 @@ TEST(RocksDbStore, SecondaryReaderListsWhatTheWriterPublishedAndDeletedAfterRefr
 // succession by one writer, is seen after it, and Refreshes with nothing new
 // change nothing. (New names: a generation replaced and collected by the
 // same long-lived writer is another matter, in the closing note of issue 34.)
-TEST(RocksDbStore, SecondaryReaderSeesEveryQuickPublishAfterRefresh) {
+// Whether the reader learns of the writer's writes from a watch of the store
+// directory or by stat'ing its files (where inotify cannot see every change).
+class RocksDbReaderNotices : public ::testing::TestWithParam<bool> {};
+
+TEST_P(RocksDbReaderNotices, SecondaryReaderSeesEveryQuickPublishAfterRefresh) {
   const auto tmp = TempDir::Create("pacset-store").value();
   const std::string uri = "rocksdb:" + tmp->path() + "/store";
   auto writer = OpenBlockStore(uri, Opts(false));
   ASSERT_TRUE(writer.ok()) << writer.status().ToString();
   uint64_t gen = 0;
   ASSERT_TRUE(WriteForest(**writer, "m", 4096, 3, &gen).ok());
-  auto reader = OpenBlockStore(uri, Opts(true));
+  store_internal::RocksDbTuning tuning;
+  tuning.watch_writer_directory = GetParam();
+  auto reader = store_internal::OpenRocksDbStore(tmp->path() + "/store", Opts(true), tuning);
   ASSERT_TRUE(reader.ok()) << reader.status().ToString();
   for (int round = 0; round < 30; ++round) {
     const std::string name = "m" + std::to_string(round);
@@ -149,6 +156,11 @@ TEST(RocksDbStore, SecondaryReaderSeesEveryQuickPublishAfterRefresh) {
   EXPECT_EQ((*reader)->Lookup("m29").status().code(), StatusCode::kNotFound);
   ASSERT_TRUE((*reader)->Unpin("m29", gen).ok());
 }
+
+INSTANTIATE_TEST_SUITE_P(WatchOrStat, RocksDbReaderNotices, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& p) {
+                           return p.param ? "Watch" : "Stat";
+                         });
 
 // One long-lived writer replaces a generation again and again, collecting
 // the old one each time (its tables flushed, deleted and compacted away), or

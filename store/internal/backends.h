@@ -23,6 +23,10 @@ struct RocksDbTuning {
   int index_block_restart_interval = 16;  // RocksDB's default: 1
   bool verify_rocksdb_checksums = false;  // our own XXH3 trailer is checked on every read
   size_t block_cache_bytes = 0;           // 0: StoreOptions::rocksdb_block_cache_bytes
+  // A reader learns that the writer wrote from an inotify watch of the store
+  // directory where it can (file_util.h, DirectoryWatch); false: it stats
+  // the writer's files, as it does on file systems inotify cannot watch.
+  bool watch_writer_directory = true;
 };
 
 StatusOr<std::unique_ptr<BlockStore>> OpenRocksDbStore(const std::string& path,

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/inotify.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -129,7 +130,34 @@ StatusOr<std::set<std::pair<std::string, uint64_t>>> PinFiles::LivePins() {
   return live;
 }
 
+namespace {
+
+// File systems whose every change is made by this kernel, so inotify sees
+// it. Not network or cluster file systems (NFS, CIFS, Ceph, FUSE, ...),
+// where another host's writes raise no event.
+bool ChangedOnlyByThisKernel(const std::string& dir) {
+  struct statfs fs;
+  if (statfs(dir.c_str(), &fs) != 0) return false;
+  switch (static_cast<uint64_t>(fs.f_type)) {
+    case 0xEF53:      // ext2/3/4
+    case 0x58465342:  // XFS
+    case 0x9123683E:  // Btrfs
+    case 0xF2F52010:  // F2FS
+    case 0x2FC12FC1:  // ZFS
+    case 0x01021994:  // tmpfs
+    case 0x794C7630:  // overlayfs (containers)
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
 StatusOr<DirectoryWatch> DirectoryWatch::Open(const std::string& dir) {
+  if (!ChangedOnlyByThisKernel(dir))
+    return Status::NotSupported("no inotify watch of " + dir +
+                                ": not a local file system (or it cannot be read)");
   UniqueFd fd(inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
   if (!fd.valid()) return Status::FromErrno("inotify_init1 for " + dir, errno);
   constexpr uint32_t kChanges = IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_CREATE | IN_DELETE |

@@ -72,8 +72,9 @@ class PinFiles {
 // than by stat'ing them. Not recursive.
 class DirectoryWatch {
  public:
-  // Invalid (Open's error says why) when inotify is unavailable or its
-  // per-user limits are reached: callers then look at the files themselves.
+  // An error when inotify is unavailable, its per-user limits are reached,
+  // or `dir` is not on a local file system (on NFS, CIFS, FUSE, ... another
+  // host's writes raise no event): callers then look at the files themselves.
   static StatusOr<DirectoryWatch> Open(const std::string& dir);
 
   // True when anything changed since the last call (since Open for the
