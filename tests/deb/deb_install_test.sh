@@ -124,6 +124,14 @@ fi
 pydeb=$(ls "$(dirname "$deb")"/python3-pacset_*.deb 2>/dev/null | head -1)
 [ -f "$pydeb" ] || fail "no python3-pacset package next to $deb"
 
+# The programs link RocksDB, liburing and libstdc++ in (CMakeLists.txt): the
+# package names their sources, as Debian policy 7.8 asks.
+static_built_using=$(dpkg-deb -f "$deb" Static-Built-Using)
+for src in rocksdb liburing; do
+  grep -qE "(^|, )$src \(= [^)]+\)" <<<"$static_built_using" ||
+    fail "Static-Built-Using does not name $src: '$static_built_using'"
+done
+
 step "lintian"
 command -v lintian >/dev/null || fail "lintian is missing: apt-get install lintian"
 # Fails on errors and warnings; the overrides in packaging/debian say why the rest stays.
