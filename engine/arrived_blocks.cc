@@ -2,11 +2,15 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 namespace pacset::internal {
 
 ArrivedBlocks::ArrivedBlocks(uint32_t block_size, uint32_t capacity, BufferPool* pool)
-    : bs_(block_size), pool_(pool), bytes_(uint64_t{capacity} * block_size) {
+    : bs_(block_size),
+      pool_(pool),
+      bytes_(capacity > 0 ? AllocatePopulated(uint64_t{capacity} * block_size) : nullptr),
+      bytes_capacity_(bytes_ ? uint64_t{capacity} * block_size : 0) {
   copies_.reserve(capacity);
   index_.reserve(capacity);
 }
@@ -20,8 +24,14 @@ void ArrivedBlocks::Clear() {
 
 void ArrivedBlocks::Add(uint64_t b, const char* block) {
   const uint64_t at = copies_.size() * bs_;
-  if (at + bs_ > bytes_.size()) bytes_.resize(std::max<uint64_t>(at + bs_, 2 * bytes_.size()));
-  std::memcpy(bytes_.data() + at, block, bs_);
+  if (at + bs_ > bytes_capacity_) {
+    const uint64_t capacity = std::max<uint64_t>(at + bs_, 2 * bytes_capacity_);
+    PopulatedBuffer bigger = AllocatePopulated(capacity);
+    if (at > 0) std::memcpy(bigger.get(), bytes_.get(), at);
+    bytes_ = std::move(bigger);
+    bytes_capacity_ = capacity;
+  }
+  std::memcpy(bytes_.get() + at, block, bs_);
   copies_.emplace_back(b, at);
 }
 
@@ -33,7 +43,7 @@ void ArrivedBlocks::Adopt(const std::vector<std::pair<uint64_t, const char*>>& b
 }
 
 void ArrivedBlocks::Seal() {
-  for (const auto& [b, at] : copies_) index_.emplace_back(b, bytes_.data() + at);
+  for (const auto& [b, at] : copies_) index_.emplace_back(b, bytes_.get() + at);
   std::sort(index_.begin(), index_.end());
 }
 

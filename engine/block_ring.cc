@@ -11,12 +11,13 @@ std::unique_ptr<BlockRing> BlockRing::Make(uint32_t depth, uint32_t block_size) 
 }
 
 BlockRing::BlockRing(std::unique_ptr<ReadRing> ring, uint32_t depth, uint32_t block_size)
-    // Zeroed now: the pages exist before the first reads. Otherwise the
+    // Populated now: the pages exist before the first reads. Otherwise the
     // kernel faults each in while it copies a read into it, which made a
     // cold request's first reads several times slower (engine/DESIGN.md,
-    // "Reading where the walks are").
+    // "Reading where the walks are"); and populated in one call, not page by
+    // page (util/populated_memory.h).
     : bs_(block_size),
-      bufs_(new char[uint64_t{depth} * block_size]()),
+      bufs_(AllocatePopulated(uint64_t{depth} * block_size)),
       block_(depth),
       reaped_(depth),
       arrived_(block_size, depth),

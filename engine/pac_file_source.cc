@@ -106,8 +106,7 @@ PacFileSource::PacFileSource(const PacFile& file, bool verify, uint32_t max_in_f
     // Ready before the first request: a cold row's first gathers come one
     // after another (the top levels of the trees), and each waited for a
     // thread to start, a channel to open or a buffer to be faulted in.
-    for (size_t i = 0; i < 2 * ready; ++i)
-      buffers_->Give(std::make_unique<char[]>(buffers_->bytes()));
+    for (size_t i = 0; i < 2 * ready; ++i) buffers_->Give(AllocatePopulated(buffers_->bytes()));
     for (size_t i = channels_.size(); !forest_gather_ && i < ready; ++i)
       channels_.Give(GatherChannel::Open(file.name(), file.fd()));
     threads_->Start(ready);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/internal/buffer_pool.h"
+#include "util/populated_memory.h"
 
 namespace pacset::internal {
 
@@ -18,8 +19,8 @@ namespace pacset::internal {
 // their pool at Clear. One fetcher's: not thread-safe.
 class ArrivedBlocks {
  public:
-  // Room for `capacity` copies now, its pages touched (zeroed): a cold
-  // request's first wait would otherwise fault them in one by one. Adopted
+  // Room for `capacity` copies now, its pages populated: a cold request's
+  // first wait would otherwise fault them in one by one. Adopted
   // buffers go back to `pool`.
   ArrivedBlocks(uint32_t block_size, uint32_t capacity, BufferPool* pool = nullptr);
   ~ArrivedBlocks() { Clear(); }
@@ -48,7 +49,8 @@ class ArrivedBlocks {
   const uint32_t bs_;
   BufferPool* const pool_;
   std::vector<std::pair<uint64_t, uint64_t>> copies_;  // (block, offset in bytes_)
-  std::vector<char> bytes_;
+  PopulatedBuffer bytes_;                              // room for bytes_capacity_ bytes of copies
+  uint64_t bytes_capacity_;
   std::vector<BufferPool::Buffer> adopted_;
   std::vector<std::pair<uint64_t, const char*>> index_;  // sorted at Seal
 };

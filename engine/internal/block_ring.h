@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/internal/arrived_blocks.h"
+#include "util/populated_memory.h"
 #include "util/uring_reads.h"
 
 namespace pacset::internal {
@@ -58,7 +59,7 @@ class BlockRing {
   char* Buffer(uint32_t slot) { return bufs_.get() + uint64_t{slot} * bs_; }
 
   const uint32_t bs_;
-  std::unique_ptr<char[]> bufs_;
+  PopulatedBuffer bufs_;
   std::vector<uint64_t> block_;  // slot -> the block read into it
   std::vector<uint32_t> free_;
   std::vector<ReadRing::Completion> reaped_;  // room for one Reap of the whole ring

@@ -11,18 +11,19 @@
 #include <utility>
 
 #include "util/free_list.h"
+#include "util/populated_memory.h"
 
 namespace pacset::internal {
 
 // Thread-safe.
 class BufferPool {
  public:
-  using Buffer = std::unique_ptr<char[]>;
+  using Buffer = PopulatedBuffer;
   // Buffers of `bytes` each; at most `keep` kept.
   BufferPool(uint64_t bytes, size_t keep) : bytes_(bytes), free_(keep) {}
-  // A kept buffer, or a new one (zeroed: its pages exist before a read).
+  // A kept buffer, or a new one (populated: its pages exist before a read).
   Buffer Take() {
-    return free_.TakeOr([this] { return std::make_unique<char[]>(bytes_); });
+    return free_.TakeOr([this] { return AllocatePopulated(bytes_); });
   }
   void Give(Buffer b) { free_.Give(std::move(b)); }
   uint64_t bytes() const { return bytes_; }
