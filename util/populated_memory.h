@@ -21,7 +21,8 @@ struct UnmapPopulated {
 using PopulatedBuffer = std::unique_ptr<char[], UnmapPopulated>;
 
 // `bytes` (> 0) of zeroed memory with every page present, mapped privately
-// (MAP_POPULATE). Throws std::bad_alloc when it cannot be mapped, as new does.
+// (MAP_POPULATE); from the heap in AddressSanitizer builds, for its red zones.
+// Throws std::bad_alloc when it cannot be mapped, as new does.
 PopulatedBuffer AllocatePopulated(size_t bytes);
 
 }  // namespace pacset
