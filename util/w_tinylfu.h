@@ -26,6 +26,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "util/populated_memory.h"
+
 namespace pacset {
 
 template <typename Key, typename Hash>
@@ -43,7 +45,7 @@ class WTinyLfu {
     uint64_t width = 16;
     while (width < 4 * entries && width < (uint64_t{1} << 26)) width <<= 1;
     mask_ = width - 1;
-    for (auto& row : sketch_) row.assign(width, 0);
+    width_ = width;  // the sketch is made at the first count (CountUse)
     sample_ = std::max<uint64_t>(16, 10 * entries);
   }
 
@@ -117,14 +119,15 @@ class WTinyLfu {
     probation_.clear();
     protected_.clear();
     window_bytes_ = probation_bytes_ = protected_bytes_ = 0;
-    for (auto& row : sketch_) std::fill(row.begin(), row.end(), 0);
+    if (sketch_) std::fill(sketch_.get(), sketch_.get() + kRows * width_, 0);
     added_ = 0;
   }
   // The sketch's estimate of how often `k` was used lately (0..15).
   uint32_t Frequency(const Key& k) const {
     const uint64_t h = Hash()(k);
+    if (!sketch_) return 0;
     uint32_t m = 15;
-    for (int i = 0; i < kRows; ++i) m = std::min<uint32_t>(m, sketch_[i][Slot(h, i)]);
+    for (int i = 0; i < kRows; ++i) m = std::min<uint32_t>(m, sketch_[i * width_ + Slot(h, i)]);
     return m;
   }
 
@@ -170,14 +173,18 @@ class WTinyLfu {
   }
 
   void CountUse(const Key& k) {
+    // Made at the first count, not with the policy: populated in one call
+    // rather than faulted in a page at a time (util/populated_memory.h), and
+    // after the daemon's start, whose fork of fusermount3 write-protects
+    // every page there was then, each write to one of them after a fault.
+    if (!sketch_) sketch_ = AllocatePopulated(kRows * width_);
     const uint64_t h = Hash()(k);
     for (int i = 0; i < kRows; ++i) {
-      uint8_t& c = sketch_[i][Slot(h, i)];
+      auto& c = sketch_[i * width_ + Slot(h, i)];
       if (c < 15) ++c;
     }
     if (++added_ >= sample_) {
-      for (auto& row : sketch_)
-        for (auto& c : row) c >>= 1;
+      for (uint64_t j = 0; j < kRows * width_; ++j) sketch_[j] = static_cast<char>(sketch_[j] >> 1);
       added_ /= 2;
     }
   }
@@ -195,7 +202,8 @@ class WTinyLfu {
   std::unordered_map<Key, Node, Hash> nodes_;
   std::list<Key> window_, probation_, protected_;  // front = most recent
   uint64_t window_bytes_ = 0, probation_bytes_ = 0, protected_bytes_ = 0;
-  std::vector<uint8_t> sketch_[kRows];
+  PopulatedBuffer sketch_;  // kRows rows of width_ counters (0..15); null until used
+  uint64_t width_ = 0;
   uint64_t mask_ = 0;
   uint64_t sample_ = 0;
   uint64_t added_ = 0;
