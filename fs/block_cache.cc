@@ -119,6 +119,15 @@ void BlockCache::InsertLocked(const BlockKey& key, BlockData data) {
   evicted_.clear();
   policy_.Insert(key, size, &evicted_);
   bytes_ += size;
+  if (!reserved_) {
+    // Room for the bound's worth of 4 KiB blocks: a cold read of a forest
+    // would otherwise rehash the table again and again as it fills. Made at
+    // the first insert, not with the cache: the daemon's fork of fusermount3
+    // write-protects the pages it has then, and each of the table's would
+    // cost a fault at its first write (a fresh daemon's first row).
+    entries_.reserve(std::min<size_t>(capacity_ / 4096, size_t{1} << 20));
+    reserved_ = true;
+  }
   entries_[key] = std::move(data);
   for (const BlockKey& victim : evicted_) {  // maybe `key` itself: not admitted
     auto it = entries_.find(victim);

@@ -62,11 +62,7 @@ class BlockCache {
  public:
   // Blocks of `typical_block_size` size the policy's sketch and window.
   explicit BlockCache(size_t capacity_bytes, size_t typical_block_size = 4096)
-      : capacity_(capacity_bytes), policy_(capacity_bytes, typical_block_size) {
-    // Room for the bound's worth of 4 KiB blocks: a cold read of a forest
-    // would otherwise rehash the table again and again as it fills.
-    entries_.reserve(std::min<size_t>(capacity_bytes / 4096, size_t{1} << 20));
-  }
+      : capacity_(capacity_bytes), policy_(capacity_bytes, typical_block_size) {}
 
   enum class Source { kCache, kStore, kJoined };  // kJoined: waited for another caller's fetch
 
@@ -118,6 +114,7 @@ class BlockCache {
   size_t bytes_ GUARDED_BY(mu_) = 0;
   WTinyLfu<BlockKey, BlockKeyHash> policy_ GUARDED_BY(mu_);  // holds exactly entries_' keys
   std::unordered_map<BlockKey, BlockData, BlockKeyHash> entries_ GUARDED_BY(mu_);
+  bool reserved_ GUARDED_BY(mu_) = false;          // entries_ has room for the bound (InsertLocked)
   std::vector<BlockKey> evicted_ GUARDED_BY(mu_);  // scratch
   std::unordered_map<BlockKey, std::shared_ptr<Flight>, BlockKeyHash> flights_ GUARDED_BY(mu_);
 };
