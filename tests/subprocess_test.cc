@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -14,6 +15,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -182,6 +184,68 @@ TEST(StartChild, StartsChildrenWhileOtherThreadsAllocate) {
   stop = true;
   for (auto& t : allocators) t.join();
   EXPECT_EQ(started, 100);
+}
+
+TEST(StartChild, KeepsTheDescriptorsItIsAskedToOnlyInTheChild) {
+  int fds[2];
+  ASSERT_EQ(pipe2(fds, O_CLOEXEC), 0);
+  UniqueFd read_end(fds[0]), write_end(fds[1]);
+  const std::vector<std::string> write_to_it = {"sh", "-c",
+                                                "echo kept >&" + std::to_string(write_end.get())};
+  const Ran closed = RunChild(write_to_it);  // close-on-exec: the shell cannot write to it
+  ChildOptions o;
+  o.keep_fds = {write_end.get()};
+  const Ran kept = RunChild(write_to_it, o);
+  EXPECT_NE(fcntl(write_end.get(), F_GETFD) & FD_CLOEXEC, 0);  // still close-on-exec here
+  write_end.reset();
+  std::string got;
+  char buf[64];
+  ssize_t n;
+  while ((n = read(read_end.get(), buf, sizeof buf)) > 0) got.append(buf, static_cast<size_t>(n));
+  ASSERT_EQ(closed.start_error, 0);
+  EXPECT_TRUE(WIFEXITED(closed.wstatus) && WEXITSTATUS(closed.wstatus) != 0);
+  ASSERT_EQ(kept.start_error, 0);
+  EXPECT_TRUE(WIFEXITED(kept.wstatus) && WEXITSTATUS(kept.wstatus) == 0);
+  EXPECT_EQ(got, "kept\n");
+}
+
+// Minor page faults of this process while it writes to every page of
+// `pages` pages it wrote before `start` ran.
+long FaultsWritingPagesAfter(size_t pages, const std::function<void()>& start) {
+  const size_t bytes = pages * 4096;
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return -1;
+  (void)madvise(p, bytes, MADV_NOHUGEPAGE);  // a fault a page, not one per 2 MiB
+  auto* bytes_p = static_cast<volatile char*>(p);
+  for (size_t i = 0; i < bytes; i += 4096) bytes_p[i] = 1;
+  start();
+  rusage before{}, after{};
+  getrusage(RUSAGE_SELF, &before);
+  for (size_t i = 0; i < bytes; i += 4096) bytes_p[i] = 2;
+  getrusage(RUSAGE_SELF, &after);
+  munmap(p, bytes);
+  return after.ru_minflt - before.ru_minflt;
+}
+
+// A child started without fork() write-protects none of this process's
+// pages (fork() does, and every next write to one faults: a fresh daemon's
+// mount through fusermount3, fs/internal/fusermount.h).
+TEST(StartChild, LeavesThisProcesssPagesWritableUnlessItMustFork) {
+  constexpr size_t kPages = 8192;
+  auto start_true = [](ChildOptions o) {
+    return [o] {
+      pid_t pid = -1;
+      int wstatus = 0;
+      if (StartChild({"true"}, o, &pid) == 0) (void)WaitForChild(pid, &wstatus);
+    };
+  };
+  const long spawned = FaultsWritingPagesAfter(kPages, start_true({}));
+  ChildOptions forked;
+  forked.kill_with_parent = true;  // needs code of ours in the child: fork()
+  const long after_fork = FaultsWritingPagesAfter(kPages, start_true(forked));
+  EXPECT_GE(spawned, 0);
+  EXPECT_LT(spawned, static_cast<long>(kPages / 8));
+  EXPECT_GT(after_fork, static_cast<long>(kPages / 2));  // the measure sees a fork's faults
 }
 
 TEST(RunCollecting, CollectsStdoutAndStderrApartWithTheExitStatus) {

@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -99,6 +100,8 @@ bool Redirect(int from, int to) {
   for (const auto& [signo, action] : options.signal_actions) ::sigaction(signo, &action, nullptr);
   if (!Redirect(options.stdout_fd, STDOUT_FILENO) || !Redirect(options.stderr_fd, STDERR_FILENO))
     FailChild(report_fd, errno);
+  for (int fd : options.keep_fds)
+    if (!Redirect(fd, fd)) FailChild(report_fd, errno);
   ::sigprocmask(SIG_SETMASK, &mask, nullptr);
   bool eacces = false;
   int err = ENOENT;
@@ -113,6 +116,36 @@ bool Redirect(int from, int to) {
     if (err == EACCES) eacces = true;
   }
   FailChild(report_fd, eacces ? EACCES : err);
+}
+
+// StartChild for a child that needs no code of ours run in it: posix_spawn
+// on each path execvp would try, with execvp's choice of the error to report.
+int SpawnChild(ChildPlan& plan, const ChildOptions& options, pid_t* pid) {
+  posix_spawn_file_actions_t actions;
+  if (const int err = posix_spawn_file_actions_init(&actions); err != 0) return err;
+  // adddup2(fd, fd) clears close-on-exec in the child (glibc >= 2.29).
+  int err = 0;
+  if (options.stdout_fd >= 0)
+    err = posix_spawn_file_actions_adddup2(&actions, options.stdout_fd, STDOUT_FILENO);
+  if (err == 0 && options.stderr_fd >= 0)
+    err = posix_spawn_file_actions_adddup2(&actions, options.stderr_fd, STDERR_FILENO);
+  for (int fd : options.keep_fds)
+    if (err == 0) err = posix_spawn_file_actions_adddup2(&actions, fd, fd);
+  bool eacces = false;
+  for (size_t i = 0; err == 0 && i < plan.paths.size(); ++i) {
+    char* path = plan.paths[i];
+    err = posix_spawn(pid, path, &actions, nullptr, plan.argv.data(), plan.envp);
+    if (err == ENOEXEC && !plan.sh_argv.empty()) {
+      plan.sh_argv[1] = path;
+      err = posix_spawn(pid, plan.sh_argv[0], &actions, nullptr, plan.sh_argv.data(), plan.envp);
+    }
+    if (err == 0 || !TryNextPath(err)) break;
+    if (err == EACCES) eacces = true;
+    if (i + 1 < plan.paths.size()) err = 0;  // on to the next path
+  }
+  posix_spawn_file_actions_destroy(&actions);
+  if (err != 0 && TryNextPath(err) && eacces) err = EACCES;  // every path tried
+  return err;
 }
 
 }  // namespace
@@ -144,6 +177,8 @@ int StartChild(const std::vector<std::string>& args, const ChildOptions& options
   }
   plan.path_storage = ExecPaths(args[0], options.search_path);
   for (std::string& p : plan.path_storage) plan.paths.push_back(p.data());
+  if (!options.kill_with_parent && options.signal_actions.empty())
+    return SpawnChild(plan, options, pid);
 
   int report[2];
   if (::pipe2(report, O_CLOEXEC) != 0) return errno;

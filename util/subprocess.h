@@ -2,9 +2,8 @@
 // child process. Its users: the scikit-learn exporter (model import),
 // fusermount3 (unmount), the command `pacset-trace record` traces, and the
 // servers and helper programs of the tests (testkit/redis_server.h,
-// testkit/child_process.h).
-// (The mount's daemon is a fork() of pacsetfs itself that runs no other
-// program: fs/mount.cc.)
+// testkit/child_process.h), and fusermount3 for a mount that unmounts when
+// its daemon dies (fs/fusermount.cc).
 #pragma once
 
 #include <signal.h>
@@ -47,6 +46,10 @@ struct ChildOptions {
   // (prctl PR_SET_PDEATHSIG): test servers that must not outlive a crashed
   // test.
   bool kill_with_parent = false;
+  // Descriptors the child keeps although they are close-on-exec here (the
+  // flag is cleared in the child only, so no other child started meanwhile
+  // inherits them): a socket the program is told of by number.
+  std::vector<int> keep_fds;
 };
 
 // Starts args[0] with arguments `args` as set out by `options`. Returns 0
@@ -55,15 +58,22 @@ struct ChildOptions {
 // exec (ENOENT: not found; EACCES: not executable), in which case no child
 // is left (one whose exec failed has been waited for).
 //
+// A child that needs neither kill_with_parent nor signal_actions is started
+// with posix_spawn: glibc's clone(CLONE_VM | CLONE_VFORK) copies none of
+// this process's page tables, where fork() copies them all and
+// write-protects every page this process has, so that each of its next
+// writes to one faults (a fresh daemon that mounts through fusermount3:
+// fs/fusermount.cc). The others fork().
+//
 // Safe in a threaded program: everything the child needs (argument vector,
-// environment, the paths to try) is built before fork(), because another
+// environment, the paths to try) is built before it starts, because another
 // thread may hold the allocator's lock at that moment; after fork() the
 // child calls only async-signal-safe functions (prctl, sigaction,
-// sigprocmask, dup2, fcntl, execve, write, _exit) until its program runs. As
-// with posix_spawn, no signal handler of this program runs in the child:
-// signals stay blocked until the handlers are SIG_DFL, and the program
-// starts with this thread's signal mask. An exec failure reaches the parent
-// through a close-on-exec pipe.
+// sigprocmask, dup2, fcntl, execve, write, _exit) until its program runs.
+// Either way no signal handler of this program runs in the child (they are
+// SIG_DFL before signals are unblocked; ignored signals stay ignored), and
+// the program starts with this thread's signal mask. A fork()'s exec failure
+// reaches the parent through a close-on-exec pipe.
 int StartChild(const std::vector<std::string>& args, const ChildOptions& options, pid_t* pid);
 
 // Runs args[0] (searched on PATH) with stdin and stdout inherited and stderr
