@@ -16,11 +16,13 @@
 #include <cerrno>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "fs/internal/filesystem.h"
+#include "fs/internal/fusermount.h"
 #include "fs/internal/log.h"
 #include "fs/internal/serve.h"
 #include "fs/pacsetfs.h"
@@ -71,18 +73,49 @@ std::string EscapeOptionValue(const std::string& v) {
   return out;
 }
 
-std::vector<std::string> FuseArgs(const MountOptions& opts) {
+// The mount options, as libfuse and fusermount3 both take them after -o.
+std::string MountOptionList(const MountOptions& opts) {
   // default_permissions: the kernel enforces the modes pacsetfs reports (the
   // control file is 0200, its owner's), on top of the daemon's own checks.
-  std::vector<std::string> args = {
-      "pacsetfs", "-o",
-      "fsname=" + EscapeOptionValue("pacsetfs:" + RedactStoreUri(opts.store_uri)) +
-          ",subtype=pacsetfs,default_permissions"};
-  if (opts.read_only) args.insert(args.end(), {"-o", "ro"});
-  if (opts.allow_other) args.insert(args.end(), {"-o", "allow_other"});
-  if (opts.auto_unmount) args.insert(args.end(), {"-o", "auto_unmount"});
+  std::string list = "fsname=" + EscapeOptionValue("pacsetfs:" + RedactStoreUri(opts.store_uri)) +
+                     ",subtype=pacsetfs,default_permissions";
+  if (opts.read_only) list += ",ro";
+  if (opts.allow_other) list += ",allow_other";
+  if (opts.auto_unmount) list += ",auto_unmount";
+  return list;
+}
+
+std::vector<std::string> FuseArgs(const MountOptions& opts) {
+  std::vector<std::string> args = {"pacsetfs", "-o", MountOptionList(opts)};
   if (opts.debug) args.push_back("-d");
   return args;
+}
+
+// Mounts the session: with auto_unmount through fusermount3 started without
+// a fork (fs/internal/fusermount.h), whose watch *watch then holds; else as
+// libfuse does (as root a mount(2) of its own). Returns fuse_session_mount's
+// result.
+int MountSession(fuse_session* se, const MountOptions& opts,
+                 std::optional<fs_internal::FusermountWatch>* watch) {
+  if (!opts.auto_unmount) return fuse_session_mount(se, opts.mountpoint.c_str());
+  // The flags libfuse would add: nosuid and nodev, rw unless ro.
+  const std::string list =
+      std::string(opts.read_only ? "" : "rw,") + "nosuid,nodev," + MountOptionList(opts);
+  int fuse_fd = -1;
+  auto w = fs_internal::FusermountWatch::Mount(opts.mountpoint, list, &fuse_fd);
+  if (!w.ok()) {
+    Log(LOG_ERR, "%s", w.status().ToString().c_str());
+    return -1;
+  }
+  watch->emplace(std::move(*w));
+  // libfuse takes the descriptor over and closes it with the session.
+  const std::string at = "/dev/fd/" + std::to_string(fuse_fd);
+  if (fuse_session_mount(se, at.c_str()) != 0) {
+    close(fuse_fd);
+    watch->reset();
+    return -1;
+  }
+  return 0;
 }
 
 // The first line of `path`, without its line end.
@@ -273,7 +306,10 @@ Status ServeStore(const MountOptions& opts, const StoreOpener& open_store,
     fuse_session_destroy(se);
     return Status::Internal("cannot install signal handlers");
   }
-  if (fuse_session_mount(se, opts.mountpoint.c_str()) != 0) {
+  // fusermount3's watch, if it mounted: ended at every return below, after
+  // fuse_session_destroy closed the mount's descriptor, so that it unmounts.
+  std::optional<fs_internal::FusermountWatch> watch;
+  if (MountSession(se, opts, &watch) != 0) {
     fuse_remove_signal_handlers(se);
     fuse_session_destroy(se);
     // The store's error first: it says more than a failed mount.

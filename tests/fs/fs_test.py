@@ -420,6 +420,46 @@ def test_killed_daemon_leaves_a_mount_point_that_a_new_mount_recovers(env):
             m.__exit__(None, None, None)
 
 
+def fusermount3_watching(mp):
+    """Pids of fusermount3 processes whose command line names `mp`."""
+    pids = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if argv and os.path.basename(argv[0]) == b"fusermount3" and mp.encode() in argv:
+            pids.append(int(pid))
+    return pids
+
+
+def test_a_daemon_that_ends_takes_its_mount_and_its_fusermount3_with_it(env):
+    """With auto_unmount (the default) fusermount3 mounts and stays to watch
+    the daemon: however the daemon ends, its mount goes and so does the
+    watcher (fs/internal/fusermount.h)."""
+    store = env.store("dir")
+    import_models(store)
+    mp = os.path.join(env.tmp, "mnt")
+    for how in ("unmount", "SIGTERM", "SIGKILL"):
+        with Mount(ARGS.pacsetfs, store, mp) as m:
+            assert predict(os.path.join(mp, "rf.pac"), MODELS["one"]) == \
+                predict(MODELS["rf"]["pac"], MODELS["one"])
+            assert len(fusermount3_watching(mp)) == 1, how
+            if how == "unmount":
+                run([ARGS.pacsetfs, "unmount", mp])
+            else:
+                m.proc.send_signal(getattr(signal, how))
+            m.proc.wait(timeout=20)
+            deadline = time.time() + 20
+            while (fslib.is_mounted(mp) or fusermount3_watching(mp)) and time.time() < deadline:
+                time.sleep(0.05)
+            assert not fslib.is_mounted(mp), how
+            assert fusermount3_watching(mp) == [], how
+            if how == "SIGTERM":
+                assert m.proc.returncode == 0, m.read_log()
+
+
 def test_fstab_form_and_bad_options(env):
     store = env.store("rocksdb")
     import_models(store)
