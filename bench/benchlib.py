@@ -50,6 +50,13 @@ def spread(xs, scale=1.0, fmt="{:.1f}"):
     return f"{fmt.format(statistics.median(xs))} [{fmt.format(min(xs))}-{fmt.format(max(xs))}]"
 
 
+def minor_faults(pid):
+    """Minor page faults of a process so far: its threads' (ended ones too),
+    not its children's (/proc/PID/stat field 10)."""
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[7])
+
+
 def cpu_seconds(pid):
     """User + system CPU time of a process so far."""
     with open(f"/proc/{pid}/stat") as f:

@@ -35,7 +35,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import packed, spread  # noqa: E402
+from benchlib import minor_faults, packed, spread  # noqa: E402
 from fslib import is_mounted  # noqa: E402  (benchlib puts testkit/ on the path)
 
 
@@ -175,6 +175,7 @@ def mode_mount(bins, pac, rows, rounds, work):
     up = {n: [] for n, _, _ in cases}
     cpu = {n: [] for n, _, _ in cases}
     row = {n: [] for n, _, _ in cases}
+    faults = {n: [] for n, _, _ in cases}
     mp = os.path.join(work, "mnt")
     for rnd in range(rounds):
         for name, d, uri in rotated(cases, rnd):
@@ -196,6 +197,7 @@ def mode_mount(bins, pac, rows, rounds, work):
                                    check=True)
                 row[name].append(time.perf_counter() - t1)
                 assert r.stdout == want, f"{name}: {r.stdout!r} != {want!r}"
+                faults[name].append(minor_faults(daemon.pid))
             finally:
                 subprocess.run(["fusermount3", "-u", mp], capture_output=True)
                 # The daemon's whole CPU (all its threads, those that ended
@@ -204,11 +206,14 @@ def mode_mount(bins, pac, rows, rounds, work):
                 daemon.returncode = 0
                 cpu[name].append(usage.ru_utime + usage.ru_stime)
     print(f"\nmount: a fresh daemon, program warm, store cold; {rounds} rounds, median [min-max];"
-          " daemon CPU = its whole life (mount, the row, unmount; wait4)")
-    print(f"{'':44} {'mounted after ms':>20} {'daemon CPU ms':>16} {'first row ms':>20}")
+          " daemon CPU = its whole life (mount, the row, unmount; wait4: with the children it"
+          " waited for, fusermount3 since 0.4.4); faults = the daemon's own page faults until"
+          " after the row")
+    print(f"{'':44} {'mounted after ms':>20} {'daemon CPU ms':>16} {'first row ms':>20} "
+          f"{'faults':>18}")
     for name, _, _ in cases:
         print(f"{name:44} {spread(up[name], 1e3):>20} {spread(cpu[name], 1e3):>16} "
-              f"{spread(row[name], 1e3):>20}")
+              f"{spread(row[name], 1e3):>20} {spread(faults[name], 1, '{:.0f}'):>18}")
 
 
 class Stream:

@@ -93,29 +93,28 @@ std::vector<std::string> FuseArgs(const MountOptions& opts) {
 
 // Mounts the session: with auto_unmount through fusermount3 started without
 // a fork (fs/internal/fusermount.h), whose watch *watch then holds; else as
-// libfuse does (as root a mount(2) of its own). Returns fuse_session_mount's
-// result.
-int MountSession(fuse_session* se, const MountOptions& opts,
-                 std::optional<fs_internal::FusermountWatch>* watch) {
-  if (!opts.auto_unmount) return fuse_session_mount(se, opts.mountpoint.c_str());
+// libfuse does (as root a mount(2) of its own).
+Status MountSession(fuse_session* se, const MountOptions& opts,
+                    std::optional<fs_internal::FusermountWatch>* watch) {
+  const Status failed =
+      Status::IOError("cannot mount on " + opts.mountpoint + " (is /dev/fuse available?)");
+  if (!opts.auto_unmount)
+    return fuse_session_mount(se, opts.mountpoint.c_str()) == 0 ? Status::Ok() : failed;
   // The flags libfuse would add: nosuid and nodev, rw unless ro.
   const std::string list =
       std::string(opts.read_only ? "" : "rw,") + "nosuid,nodev," + MountOptionList(opts);
   int fuse_fd = -1;
-  auto w = fs_internal::FusermountWatch::Mount(opts.mountpoint, list, &fuse_fd);
-  if (!w.ok()) {
-    Log(LOG_ERR, "%s", w.status().ToString().c_str());
-    return -1;
-  }
-  watch->emplace(std::move(*w));
+  PACSET_ASSIGN_OR_RETURN(auto w,
+                          fs_internal::FusermountWatch::Mount(opts.mountpoint, list, &fuse_fd));
+  watch->emplace(std::move(w));
   // libfuse takes the descriptor over and closes it with the session.
   const std::string at = "/dev/fd/" + std::to_string(fuse_fd);
   if (fuse_session_mount(se, at.c_str()) != 0) {
     close(fuse_fd);
     watch->reset();
-    return -1;
+    return failed;
   }
-  return 0;
+  return Status::Ok();
 }
 
 // The first line of `path`, without its line end.
@@ -309,12 +308,12 @@ Status ServeStore(const MountOptions& opts, const StoreOpener& open_store,
   // fusermount3's watch, if it mounted: ended at every return below, after
   // fuse_session_destroy closed the mount's descriptor, so that it unmounts.
   std::optional<fs_internal::FusermountWatch> watch;
-  if (MountSession(se, opts, &watch) != 0) {
+  if (Status mounted = MountSession(se, opts, &watch); !mounted.ok()) {
     fuse_remove_signal_handlers(se);
     fuse_session_destroy(se);
     // The store's error first: it says more than a failed mount.
     PACSET_RETURN_IF_ERROR(store_opened());
-    return Status::IOError("cannot mount on " + opts.mountpoint + " (is /dev/fuse available?)");
+    return mounted;
   }
   // The trace file only once the store is open: a mount that fails leaves none.
   std::unique_ptr<TraceWriter> trace;

@@ -15,7 +15,10 @@
 // `fusermount3 -o OPTIONS -- MOUNTPOINT` with _FUSE_COMMFD=N in its
 // environment, N being its end of a SOCK_STREAM socket pair; it sends one
 // byte with the descriptor as SCM_RIGHTS, or exits with an error (printed on
-// its standard error) and the socket reads EOF.
+// its standard error) and the socket reads EOF. Its standard streams are not
+// the daemon's: it outlives the start of the daemon, whose caller may wait
+// for them to close; what it prints before it mounts is read from a pipe
+// (the error of Mount).
 #pragma once
 
 #include <sys/types.h>
