@@ -118,8 +118,9 @@ bool Redirect(int from, int to) {
   FailChild(report_fd, eacces ? EACCES : err);
 }
 
-// StartChild for a child that needs no code of ours run in it: posix_spawn
-// on each path execvp would try, with execvp's choice of the error to report.
+// StartChild for a child that needs no code of ours run in it. One spawn:
+// posix_spawnp looks for the program in the child, by execvp's rules (one
+// spawn a directory of $PATH took a process each).
 int SpawnChild(ChildPlan& plan, const ChildOptions& options, pid_t* pid) {
   posix_spawn_file_actions_t actions;
   if (const int err = posix_spawn_file_actions_init(&actions); err != 0) return err;
@@ -131,20 +132,12 @@ int SpawnChild(ChildPlan& plan, const ChildOptions& options, pid_t* pid) {
     err = posix_spawn_file_actions_adddup2(&actions, options.stderr_fd, STDERR_FILENO);
   for (int fd : options.keep_fds)
     if (err == 0) err = posix_spawn_file_actions_adddup2(&actions, fd, fd);
-  bool eacces = false;
-  for (size_t i = 0; err == 0 && i < plan.paths.size(); ++i) {
-    char* path = plan.paths[i];
-    err = posix_spawn(pid, path, &actions, nullptr, plan.argv.data(), plan.envp);
-    if (err == ENOEXEC && !plan.sh_argv.empty()) {
-      plan.sh_argv[1] = path;
-      err = posix_spawn(pid, plan.sh_argv[0], &actions, nullptr, plan.sh_argv.data(), plan.envp);
-    }
-    if (err == 0 || !TryNextPath(err)) break;
-    if (err == EACCES) eacces = true;
-    if (i + 1 < plan.paths.size()) err = 0;  // on to the next path
+  if (err == 0) {
+    err = options.search_path
+              ? posix_spawnp(pid, plan.argv[0], &actions, nullptr, plan.argv.data(), plan.envp)
+              : posix_spawn(pid, plan.argv[0], &actions, nullptr, plan.argv.data(), plan.envp);
   }
   posix_spawn_file_actions_destroy(&actions);
-  if (err != 0 && TryNextPath(err) && eacces) err = EACCES;  // every path tried
   return err;
 }
 
@@ -175,10 +168,10 @@ int StartChild(const std::vector<std::string>& args, const ChildOptions& options
     plan.env_storage.push_back(nullptr);
     plan.envp = plan.env_storage.data();
   }
+  if (!options.kill_with_parent && options.signal_actions.empty() && !options.run_scripts_with_sh)
+    return SpawnChild(plan, options, pid);
   plan.path_storage = ExecPaths(args[0], options.search_path);
   for (std::string& p : plan.path_storage) plan.paths.push_back(p.data());
-  if (!options.kill_with_parent && options.signal_actions.empty())
-    return SpawnChild(plan, options, pid);
 
   int report[2];
   if (::pipe2(report, O_CLOEXEC) != 0) return errno;
