@@ -46,6 +46,12 @@ int ReceiveFd(int socket) {
 
 }  // namespace
 
+const char* FusermountProgram() {
+  static const char* const program =
+      access("/usr/bin/fusermount3", X_OK) == 0 ? "/usr/bin/fusermount3" : "fusermount3";
+  return program;
+}
+
 StatusOr<FusermountWatch> FusermountWatch::Mount(const std::string& mountpoint,
                                                  const std::string& options, int* fuse_fd) {
   int pair[2], err_pipe[2];
@@ -65,7 +71,8 @@ StatusOr<FusermountWatch> FusermountWatch::Mount(const std::string& mountpoint,
   child.stdout_fd = null.get();
   child.stderr_fd = err_write.get();
   pid_t pid = -1;
-  if (const int err = StartChild({"fusermount3", "-o", options, "--", mountpoint}, child, &pid);
+  if (const int err =
+          StartChild({FusermountProgram(), "-o", options, "--", mountpoint}, child, &pid);
       err != 0)
     return Status::FromErrno("cannot run fusermount3", err);
   theirs.reset();  // so that the socket reads EOF if fusermount3 exits

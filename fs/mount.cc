@@ -366,7 +366,7 @@ Status RunMount(const MountOptions& in) {
     // A previous daemon died without unmounting: clear the dead mount first.
     Log(LOG_WARNING, "%s is a stale mount (daemon gone); unmounting it", opts.mountpoint.c_str());
     if (umount2(opts.mountpoint.c_str(), MNT_DETACH) != 0)
-      RunQuietly({"fusermount3", "-uz", opts.mountpoint});
+      RunQuietly({fs_internal::FusermountProgram(), "-uz", opts.mountpoint});
     if (IsStaleMount(opts.mountpoint))
       return Status::IOError(opts.mountpoint + " is a stale mount that cannot be cleared");
   }
@@ -430,9 +430,10 @@ Status Unmount(const std::string& mountpoint) {
     if (umount2(mountpoint.c_str(), 0) == 0) return Status::Ok();
     if (errno == EBUSY) return Status::FromErrno("cannot unmount " + mountpoint, errno);
   }
-  const int rc = RunQuietly({"fusermount3", "-u", mountpoint});
+  const int rc = RunQuietly({fs_internal::FusermountProgram(), "-u", mountpoint});
   if (rc == 0) return Status::Ok();
-  if (IsStaleMount(mountpoint) && RunQuietly({"fusermount3", "-uz", mountpoint}) == 0)
+  if (IsStaleMount(mountpoint) &&
+      RunQuietly({fs_internal::FusermountProgram(), "-uz", mountpoint}) == 0)
     return Status::Ok();
   return Status::IOError("cannot unmount " + mountpoint + " (not a pacsetfs mount, or busy)");
 }

@@ -277,8 +277,9 @@ class Mount:
     through /proc/PID/root (`view`); `run` runs a command on that host."""
 
     def __init__(self, pacsetfs, store, mountpoint, options="", trace=None, extra=(),
-                 netns=None, preexec_fn=None, log=None):
+                 netns=None, preexec_fn=None, log=None, env=None):
         self.pacsetfs, self.store, self.mp = pacsetfs, store, mountpoint
+        self.env = env  # the daemon's environment (None: this process's)
         self.options, self.trace, self.extra = options, trace, list(extra)
         self.netns, self.preexec_fn = netns, preexec_fn
         self.proc = None
@@ -313,7 +314,7 @@ class Mount:
                 self.preexec_fn()
         self.logf = open(self.log, "w")
         self.proc = subprocess.Popen(cmd, stdout=self.logf, stderr=subprocess.STDOUT,
-                                     preexec_fn=preexec)
+                                     preexec_fn=preexec, env=self.env)
         deadline = time.time() + 15
         while time.time() < deadline:
             if self.proc.poll() is not None:

@@ -30,6 +30,13 @@
 
 namespace pacset::fs_internal {
 
+// The fusermount3 to run: /usr/bin/fusermount3 (where Debian's fuse3 puts it,
+// and where libfuse looks first) if it is there and executable, else
+// "fusermount3" to be found on $PATH as libfuse then does. A daemon whose
+// $PATH holds a directory another user can write runs the system's program
+// all the same.
+const char* FusermountProgram();
+
 class FusermountWatch {
  public:
   // Mounts a FUSE file system at `mountpoint` with the mount options

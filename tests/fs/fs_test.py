@@ -460,6 +460,33 @@ def test_a_daemon_that_ends_takes_its_mount_and_its_fusermount3_with_it(env):
                 assert m.proc.returncode == 0, m.read_log()
 
 
+def test_the_daemon_runs_the_systems_fusermount3_not_one_on_its_path(env):
+    """A root daemon started with a $PATH that holds a directory another user
+    can write must not run that user's fusermount3 to mount or unmount:
+    /usr/bin/fusermount3 comes first, as in libfuse."""
+    if not os.access("/usr/bin/fusermount3", os.X_OK):
+        print("    SKIP: no /usr/bin/fusermount3")
+        return
+    store = env.store("dir")
+    import_models(store)
+    bait = os.path.join(env.tmp, "writable-bin")
+    os.makedirs(bait)
+    ran = os.path.join(env.tmp, "bait-ran")
+    with open(os.path.join(bait, "fusermount3"), "w") as f:
+        f.write(f"#!/bin/sh\necho \"$@\" >> {ran}\nexit 1\n")
+    os.chmod(os.path.join(bait, "fusermount3"), 0o755)
+    daemon_env = dict(os.environ, PATH=bait + ":" + os.environ.get("PATH", "/usr/bin:/bin"))
+    mp = os.path.join(env.tmp, "mnt")
+    with Mount(ARGS.pacsetfs, store, mp, env=daemon_env) as m:
+        assert predict(os.path.join(mp, "rf.pac"), MODELS["one"]) == \
+            predict(MODELS["rf"]["pac"], MODELS["one"])
+        assert len(fusermount3_watching(mp)) == 1
+        run([ARGS.pacsetfs, "unmount", mp], env=daemon_env)
+        m.proc.wait(timeout=20)
+        assert not fslib.is_mounted(mp)
+    assert not os.path.exists(ran), open(ran).read()
+
+
 def test_fstab_form_and_bad_options(env):
     store = env.store("rocksdb")
     import_models(store)
