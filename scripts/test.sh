@@ -33,6 +33,8 @@ stage() {
 report_stages() {
   local status=$?
   stage
+  kill_idle_builds
+  [ -z "${parallel_dir:-}" ] || rm -rf "$parallel_dir"
   echo "== stage times (exit status $status)"
   for i in "${!stage_seconds[@]}"; do
     printf '   %5d s  %s\n' "${stage_seconds[$i]}" "${stage_names[$i]}"
@@ -40,6 +42,76 @@ report_stages() {
   printf '   %5d s  total\n' "$SECONDS"
 }
 trap report_stages EXIT
+
+# Runs commands $(nproc) at a time: `parallel_start NAME CMD...` starts one
+# (waiting for a free slot), its output kept in a log; `parallel_wait` waits
+# for all of them, prints the log of each that failed, and fails if any did.
+# `gtest_shards BIN ARGS...` starts BIN as $(nproc) shards (GTEST_SHARD_INDEX):
+# for the test binaries whose tests ctest runs side by side anyway.
+parallel_dir=$(mktemp -d /tmp/pacset-test-jobs.XXXXXX)
+parallel_names=()
+parallel_pids=()
+parallel_start() {
+  local name=$1 pid running
+  shift
+  while :; do
+    running=()
+    for pid in "${parallel_pids[@]}"; do kill -0 "$pid" 2>/dev/null && running+=("$pid"); done
+    [ ${#running[@]} -lt "$(nproc)" ] && break
+    wait -n "${running[@]}" || true
+  done
+  parallel_names+=("$name")
+  ( rc=0; "$@" >"$parallel_dir/$name.log" 2>&1 || rc=$?; echo "$rc" >"$parallel_dir/$name.rc" ) &
+  parallel_pids+=($!)
+}
+parallel_wait() {
+  [ ${#parallel_pids[@]} -eq 0 ] || wait "${parallel_pids[@]}" || true
+  local name failed=0
+  for name in "${parallel_names[@]}"; do
+    if [ "$(cat "$parallel_dir/$name.rc" 2>/dev/null)" != 0 ]; then
+      echo "FAILED: $name (exit $(cat "$parallel_dir/$name.rc" 2>/dev/null || echo '?'))"
+      cat "$parallel_dir/$name.log"
+      failed=1
+    fi
+    rm -f "$parallel_dir/$name.log" "$parallel_dir/$name.rc"
+  done
+  parallel_names=()
+  parallel_pids=()
+  return $failed
+}
+gtest_shards() {
+  local bin=$1 i n
+  shift
+  n=$(nproc)
+  for ((i = 0; i < n; i++)); do
+    parallel_start "$(basename "$bin")-shard$i" env GTEST_TOTAL_SHARDS="$n" GTEST_SHARD_INDEX="$i" \
+      "$bin" --gtest_brief=1 "$@"
+  done
+}
+
+# A build in the background at idle priority (SCHED_IDLE, the idle I/O class),
+# in a process group of its own: it takes only the CPU that the tests running
+# meanwhile leave (most of them wait on mounts, daemons and child processes).
+# `idle_build_start NAME SCRIPT` runs the bash SCRIPT; `idle_build_wait NAME`
+# waits for it, then it has the machine to itself; its output is printed
+# then. Killed with the script.
+declare -A idle_build_pids=()
+idle_build_start() {
+  setsid chrt --idle 0 ionice -c 3 bash -euo pipefail -c "$2" >"$parallel_dir/build-$1.log" 2>&1 &
+  idle_build_pids[$1]=$!
+}
+idle_build_wait() {
+  local rc=0
+  wait "${idle_build_pids[$1]}" || rc=$?
+  unset "idle_build_pids[$1]"
+  cat "$parallel_dir/build-$1.log"
+  [ $rc -eq 0 ] || echo "FAILED: the $1 build (exit $rc)"
+  return $rc
+}
+kill_idle_builds() {
+  local pid
+  for pid in "${idle_build_pids[@]}"; do kill -- "-$pid" 2>/dev/null || true; done
+}
 
 SANITIZER_FLAGS=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG"
   "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" -DPACSET_BUILD_BENCHMARKS=OFF
@@ -52,39 +124,54 @@ bash scripts/check-format.sh
 bash scripts/check-layers.sh
 stage "build (gcc, RelWithDebInfo)"
 bash scripts/build.sh
+# The sanitizer builds start at idle priority during the tests before them
+# (the ASan build during ctest, the TSan build during the ASan tests).
+if [ "${PACSET_SKIP_SANITIZERS:-0}" != 1 ]; then
+  idle_build_start asan "CC=clang CXX=clang++ cmake -S . -B build-asan -G Ninja ${SANITIZER_FLAGS[*]@Q} \
+      -DPACSET_SANITIZE=address,undefined -DPACSET_FUZZ=ON >/dev/null
+    cmake --build build-asan -j$(nproc)"
+fi
 stage "tests (ctest)"
 (cd build && ctest --output-on-failure -j2 --timeout 1200)
 if [ "${PACSET_SKIP_SANITIZERS:-0}" != 1 ]; then
-  stage "sanitizer build (clang: address, undefined, fuzzer coverage, -Wthread-safety)"
-  CC=clang CXX=clang++ cmake -S . -B build-asan -G Ninja "${SANITIZER_FLAGS[@]}" \
-    -DPACSET_SANITIZE=address,undefined -DPACSET_FUZZ=ON >/dev/null
-  cmake --build build-asan -j"$(nproc)"
+  stage "sanitizer build (clang: address, undefined, fuzzer coverage, -Wthread-safety): what is left"
+  idle_build_wait asan
+  idle_build_start tsan "cmake -S . -B build-tsan -G Ninja ${SANITIZER_FLAGS[*]@Q} \
+      -DPACSET_SANITIZE=thread >/dev/null
+    cmake --build build-tsan -j$(nproc) --target pacset_store_tests pacset_trace_tests \
+      pacset_fs_tests pacset_fs_mount_tests pacset pacsetfs pacset-trace"
   stage "sanitizer tests (address, undefined)"
   export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
-  for t in pacset_unit_tests pacset_store_tests pacset_trace_tests pacset_fs_tests \
-    pacset_fs_mount_tests; do
-    ASAN_OPTIONS=detect_leaks=1 build-asan/tests/$t --gtest_brief=1
+  # Side by side what ctest runs side by side; alone what it runs alone
+  # (RUN_SERIAL in tests/CMakeLists.txt: the tests on real mounts).
+  export ASAN_OPTIONS=detect_leaks=1
+  for t in pacset_unit_tests pacset_store_tests pacset_trace_tests pacset_fs_tests; do
+    gtest_shards build-asan/tests/$t
   done
   # Issue 31's crafted forests through the command line, under the sanitizers.
-  /usr/bin/python3 tests/security/hostile_pac_test.py --pacset build-asan/tools/pacset
+  parallel_start hostile_pac_test /usr/bin/python3 tests/security/hostile_pac_test.py \
+    --pacset build-asan/tools/pacset
+  parallel_wait
+  build-asan/tests/pacset_fs_mount_tests --gtest_brief=1
   # The daemon and the engine under the sanitizers, on real mounts.
   ASAN_OPTIONS=detect_leaks=0 /usr/bin/python3 tests/fs/fs_test.py \
     --pacset build-asan/tools/pacset --pacsetfs build-asan/tools/pacsetfs
+  unset ASAN_OPTIONS
 
   if [ "${PACSET_SKIP_FUZZ:-0}" != 1 ]; then
     stage "fuzz: replay fuzz/regression, then 30 s a target (build-asan)"
     PACSET_FUZZ_BUILD_DIR=build-asan bash scripts/fuzz.sh 30
   fi
 
-  stage "ThreadSanitizer build: store, fs and trace tests, the tools"
-  cmake -S . -B build-tsan -G Ninja "${SANITIZER_FLAGS[@]}" -DPACSET_SANITIZE=thread >/dev/null
-  cmake --build build-tsan -j"$(nproc)" --target pacset_store_tests pacset_trace_tests \
-    pacset_fs_tests pacset_fs_mount_tests pacset pacsetfs pacset-trace
+  stage "ThreadSanitizer build: store, fs and trace tests, the tools: what is left"
+  idle_build_wait tsan
   stage "ThreadSanitizer tests"
   export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/tsan.supp"
-  for t in pacset_fs_tests pacset_fs_mount_tests pacset_store_tests pacset_trace_tests; do
-    build-tsan/tests/$t --gtest_brief=1
+  for t in pacset_fs_tests pacset_store_tests pacset_trace_tests; do
+    gtest_shards build-tsan/tests/$t
   done
+  parallel_wait
+  build-tsan/tests/pacset_fs_mount_tests --gtest_brief=1
   /usr/bin/python3 tests/fs/fs_test.py --pacset build-tsan/tools/pacset \
     --pacsetfs build-tsan/tools/pacsetfs
   /usr/bin/python3 tests/fs/trace_test.py --pacset build-tsan/tools/pacset \

@@ -162,9 +162,11 @@ done
 
 # ---------------------------------------------------------------- install
 # What the file system holds before, to compare with after the purge.
+# The checkout is pruned wherever it is: builds may run in it meanwhile
+# (scripts/test.sh builds the sanitizer trees while the tests run).
 snapshot() {
   find /etc /usr /opt /srv /var -xdev \
-    \( -path /var/lib/dpkg -o -path /var/lib/apt -o -path /var/cache -o -path /var/log \
+    \( -path "$repo" -o -path /var/lib/dpkg -o -path /var/lib/apt -o -path /var/cache -o -path /var/log \
        -o -path /var/tmp -o -path /var/lib/systemd/timers -o -path /var/lib/man-db \) -prune \
     -o -print 2>/dev/null | sort
 }
