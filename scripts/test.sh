@@ -9,7 +9,11 @@
 # (scripts/fuzz.sh); a ThreadSanitizer build runs the store, fs and trace
 # tests and the filesystem tests. Sanitizer builds use -O1 -g1 (line tables:
 # enough for their reports). Each stage's time is printed as it ends, and all
-# of them at the end.
+# of them at the end. The machine is used whole: each sanitizer build runs
+# in the background at idle priority while the tests before it run (most of
+# them wait on mounts, daemons, redis and child processes), so its stage is
+# what is left of it; the sanitizer test binaries that ctest runs side by side
+# run as nproc gtest shards at once, those it runs alone (RUN_SERIAL) alone.
 # PACSET_SKIP_SANITIZERS=1 skips the sanitizer builds, PACSET_SKIP_FUZZ=1
 # the fuzzing.
 set -euo pipefail
@@ -45,7 +49,8 @@ trap report_stages EXIT
 
 # Runs commands $(nproc) at a time: `parallel_start NAME CMD...` starts one
 # (waiting for a free slot), its output kept in a log; `parallel_wait` waits
-# for all of them, prints the log of each that failed, and fails if any did.
+# for all of them, prints the log of each that failed (the last line of the
+# others), and fails if any did.
 # `gtest_shards BIN ARGS...` starts BIN as $(nproc) shards (GTEST_SHARD_INDEX):
 # for the test binaries whose tests ctest runs side by side anyway.
 parallel_dir=$(mktemp -d /tmp/pacset-test-jobs.XXXXXX)
@@ -72,6 +77,8 @@ parallel_wait() {
       echo "FAILED: $name (exit $(cat "$parallel_dir/$name.rc" 2>/dev/null || echo '?'))"
       cat "$parallel_dir/$name.log"
       failed=1
+    else
+      echo "ok: $name: $(tail -n 1 "$parallel_dir/$name.log")"
     fi
     rm -f "$parallel_dir/$name.log" "$parallel_dir/$name.rc"
   done
