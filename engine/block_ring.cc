@@ -1,5 +1,6 @@
 #include "engine/internal/block_ring.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace pacset::internal {
@@ -19,17 +20,55 @@ BlockRing::BlockRing(std::unique_ptr<ReadRing> ring, uint32_t depth, uint32_t bl
     : bs_(block_size),
       bufs_(AllocatePopulated(uint64_t{depth} * block_size)),
       block_(depth),
+      next_in_run_(depth, kNoSlot),
       reaped_(depth),
       arrived_(block_size, depth),
       ring_(std::move(ring)) {
   for (uint32_t i = depth; i-- > 0;) free_.push_back(i);
+  queued_.reserve(depth);
+  iov_.reserve(depth);
 }
 
 void BlockRing::Queue(int fd, uint64_t b, uint64_t offset) {
   const uint32_t slot = free_.back();
   free_.pop_back();
   block_[slot] = b;
-  ring_->Queue(fd, Buffer(slot), bs_, offset, slot);
+  queued_.push_back({fd, offset, slot});
+}
+
+int BlockRing::Submit(bool wait) {
+  if (!queued_.empty()) {
+    // Sorted by file and offset, each run of adjacent blocks is one read. A
+    // read's buffers are chained through next_in_run_ from the slot that is
+    // its tag; its iovecs live in iov_ (one per block queued, so they never
+    // move) until the kernel has taken them.
+    std::sort(queued_.begin(), queued_.end(), [](const Queued& a, const Queued& b) {
+      return a.fd != b.fd ? a.fd < b.fd : a.offset < b.offset;
+    });
+    const size_t max_run = std::max<uint32_t>(1, kMaxRunBytes / bs_);
+    iov_.clear();
+    for (size_t i = 0; i < queued_.size();) {
+      size_t j = i + 1;
+      while (j < queued_.size() && j - i < max_run && queued_[j].fd == queued_[i].fd &&
+             queued_[j].offset == queued_[j - 1].offset + bs_) {
+        ++j;
+      }
+      for (size_t k = i; k < j; ++k) {
+        next_in_run_[queued_[k].slot] = k + 1 < j ? queued_[k + 1].slot : kNoSlot;
+        iov_.push_back({Buffer(queued_[k].slot), bs_});
+      }
+      if (j - i == 1) {
+        ring_->Queue(queued_[i].fd, Buffer(queued_[i].slot), bs_, queued_[i].offset,
+                     queued_[i].slot);
+      } else {
+        ring_->QueueV(queued_[i].fd, &iov_[iov_.size() - (j - i)], static_cast<unsigned>(j - i),
+                      queued_[i].offset, queued_[i].slot);
+      }
+      i = j;
+    }
+    queued_.clear();
+  }
+  return ring_->Submit(wait);
 }
 
 void BlockRing::Drain() {

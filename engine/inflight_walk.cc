@@ -31,6 +31,9 @@ namespace {
 constexpr size_t kChunkWalks = 1 << 16;
 // At most this many leaf-record values per chunk.
 constexpr size_t kChunkValues = 1 << 20;
+// A request's first round asks for the bins' missing blocks up to this many
+// bytes of them, before any walk needs them.
+constexpr uint64_t kEagerBinBytes = 16 << 20;
 
 struct Walk {
   uint64_t ref;     // the next node; the leaf once done
@@ -218,6 +221,21 @@ Status Scheduler<NodeT, kF32Input, Acc, kLeaves>::RunChunk(const WalkJob& job, s
   std::vector<uint64_t> queue;  // needed, not yet fetched (oldest first)
   size_t queue_head = 0, in_flight = 0;
   std::vector<uint64_t> arrived;
+  // A request's first chunk asks for every missing block of the bins at once
+  // (up to kEagerBinBytes): the bins hold the top levels of the trees striped
+  // level by level (layout/FORMAT.md), so each row passes through nearly
+  // every bin block, and walked level by level they would arrive over
+  // several rounds of waiting instead of one (engine/DESIGN.md, "The bins
+  // first").
+  if (r0 == job.begin) {
+    const uint64_t bins = std::min<uint64_t>(h_.bin_block_count, kEagerBinBytes / h_.block_size);
+    for (uint64_t b = h_.node_first_block; b < h_.node_first_block + bins; ++b) {
+      if (b >= source_.block_count() || !fetcher_->Missing(b)) continue;
+      waiting.try_emplace(b);
+      queue.push_back(b);
+      pending_[b >> 6] |= uint64_t{1} << (b & 63);
+    }
+  }
   auto top_up = [&] {
     for (; in_flight < max_in_flight_ && queue_head < queue.size(); ++queue_head, ++in_flight) {
       fetcher_->Fetch(queue[queue_head]);
@@ -234,12 +252,12 @@ Status Scheduler<NodeT, kF32Input, Acc, kLeaves>::RunChunk(const WalkJob& job, s
       if (std::find(arrived.begin(), arrived.end(), b) != arrived.end())
         return Status::Internal(file_.name() + ": block " + std::to_string(b) +
                                 " arrived but its source does not have it");
-      auto& list = waiting[b];
-      if (list.empty()) {
+      auto [it, fresh] = waiting.try_emplace(b);
+      if (fresh) {
         queue.push_back(b);
         pending_[b >> 6] |= uint64_t{1} << (b & 63);
       }
-      list.push_back(parked[k]);
+      it->second.push_back(parked[k]);
     }
     top_up();
     if (in_flight == 0) break;

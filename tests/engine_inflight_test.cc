@@ -689,6 +689,112 @@ TEST(InFlight, AColdRequestWalksTheBlocksItReadWithoutMappingThem) {
   }
 }
 
+// Wraps a real source: records the blocks each request's fetcher was asked
+// for before its first Wait (the first round), and forwards everything.
+class FirstRoundSource final : public BlockSource {
+ public:
+  explicit FirstRoundSource(std::unique_ptr<BlockSource> inner) : inner_(std::move(inner)) {}
+  uint32_t block_size() const override { return inner_->block_size(); }
+  uint64_t block_count() const override { return inner_->block_count(); }
+  const char* Ready(uint64_t b) override { return inner_->Ready(b); }
+  const char* WarmImage(uint64_t first, uint64_t count, uint64_t work, bool read) override {
+    return inner_->WarmImage(first, count, work, read);
+  }
+  const char* io_name() const override { return inner_->io_name(); }
+  std::unique_ptr<BlockFetcher> NewFetcher() override {
+    return std::make_unique<Fetcher>(this, inner_->NewFetcher());
+  }
+  std::vector<uint64_t> first_round() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return first_round_;
+  }
+
+ private:
+  class Fetcher final : public BlockFetcher {
+   public:
+    Fetcher(FirstRoundSource* s, std::unique_ptr<BlockFetcher> inner)
+        : s_(s), inner_(std::move(inner)) {}
+    void Fetch(uint64_t b) override {
+      if (!waited_) {
+        std::lock_guard<std::mutex> lock(s_->mu_);
+        s_->first_round_.push_back(b);
+      }
+      inner_->Fetch(b);
+    }
+    Status Wait(std::vector<uint64_t>* arrived) override {
+      waited_ = true;
+      return inner_->Wait(arrived);
+    }
+    void Flush() override { inner_->Flush(); }
+    const char* Arrived(uint64_t b) override { return inner_->Arrived(b); }
+    bool Missing(uint64_t b) override { return inner_->Missing(b); }
+
+   private:
+    FirstRoundSource* s_;
+    std::unique_ptr<BlockFetcher> inner_;
+    bool waited_ = false;
+  };
+  std::unique_ptr<BlockSource> inner_;
+  std::mutex mu_;
+  std::vector<uint64_t> first_round_;
+};
+
+// Every row passes through (nearly) every block of the bins, striped level
+// by level: a cold request asks for all of them before its first wait, not
+// one level per round, and predicts the reference's bits; a warm one asks
+// for none of them.
+TEST(InFlight, AColdRequestAsksForTheWholeBinRegionInItsFirstRound) {
+  RandomForestSpec spec;
+  spec.trees = 300;
+  spec.max_depth = 12;
+  spec.seed = 43;
+  const Forest f = MakeRandomForest(spec);
+  const RowMatrix rows = MakeAdversarialRows(f, 2, 5);
+  PackOptions o;
+  o.block_size = 4096;
+  o.bin_depth = 5;
+  const TempFile file(PackToBytes(f, o));
+  const Outputs want = Reference(f, rows);
+  auto pf = PacFile::Open(file.path());
+  ASSERT_TRUE(pf.ok());
+  const uint64_t first = (*pf)->header().node_first_block;
+  const uint64_t bins = (*pf)->header().bin_block_count;
+  ASSERT_GE(bins, 8u);  // levels 0-4 of 300 trees: several blocks, several levels
+  for (BlockIo io : {BlockIo::kThreads, BlockIo::kUring}) {
+    const std::string what = io == BlockIo::kThreads ? "threads" : "io_uring";
+    file.DropPages();
+    FirstRoundSource* source = nullptr;
+    EngineOptions eo;
+    eo.block_io = io;
+    eo.sequential_reads = false;
+    eo.max_in_flight = 128;
+    auto engine = PacEngine::FromFile(
+        PacFile::Open(file.path()).value(), eo,
+        [&](const PacFile& p, const EngineOptions& opts) -> std::unique_ptr<BlockSource> {
+          auto s = std::make_unique<FirstRoundSource>(NewPacFileSource(p, true, 8, opts.block_io));
+          source = s.get();
+          return s;
+        });
+    ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+    std::vector<double> one(f.num_prediction_columns());
+    ASSERT_TRUE((*engine)->Predict(rows, 0, 1, false, one.data()).ok()) << what;
+    EXPECT_EQ(0, std::memcmp(one.data(), want.pred.data(), one.size() * 8)) << what;
+    std::vector<uint64_t> asked = source->first_round();
+    std::sort(asked.begin(), asked.end());
+    for (uint64_t b = first; b < first + bins; ++b)
+      EXPECT_TRUE(std::binary_search(asked.begin(), asked.end(), b))
+          << what << ": bin block " << b << " not asked for in the first round";
+    // Warm now: the second row's request asks for no bin block at all.
+    const uint64_t before = source->first_round().size();
+    ASSERT_TRUE((*engine)->Predict(rows, 1, 2, false, one.data()).ok()) << what;
+    EXPECT_EQ(0, std::memcmp(one.data(), &want.pred[one.size()], one.size() * 8)) << what;
+    const std::vector<uint64_t> later = source->first_round();
+    for (size_t i = before; i < later.size(); ++i)
+      EXPECT_FALSE(later[i] >= first && later[i] < first + bins)
+          << what << ": bin block " << later[i] << " asked for again";
+  }
+}
+
 // A file partly in the page cache: a request fetches exactly the blocks it
 // needs that are not there (found by one look per window of the file) and
 // walks the others in place, with the reference's bits.

@@ -27,6 +27,13 @@ void ReadRing::Queue(int fd, char* buf, uint32_t len, uint64_t offset, uint64_t 
   ++queued_;
 }
 
+void ReadRing::QueueV(int fd, const iovec* iov, unsigned n, uint64_t offset, uint64_t tag) {
+  io_uring_sqe* sqe = io_uring_get_sqe(ring_.get());  // never null: at most depth_ queued
+  io_uring_prep_readv(sqe, fd, iov, n, offset);
+  io_uring_sqe_set_data64(sqe, tag);
+  ++queued_;
+}
+
 int ReadRing::Submit(bool wait) {
   int r;
   do {

@@ -10,6 +10,8 @@
 // and returns when every read has finished (the dir and RocksDB stores).
 #pragma once
 
+#include <sys/uio.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -40,6 +42,11 @@ class ReadRing {
   // Queues a read of `len` bytes at `offset` of `fd` into `buf`, sent with
   // the next Submit; `tag` comes back with its completion. Requires !Full().
   void Queue(int fd, char* buf, uint32_t len, uint64_t offset, uint64_t tag);
+  // Queues one read of the bytes at `offset` of `fd` into iov[0..n) in turn
+  // (a readv): adjacent blocks in one read, not one each. Its completion's
+  // res is the bytes read into all of them. `iov` must stay valid until the
+  // next Submit returns. Requires !Full().
+  void QueueV(int fd, const iovec* iov, unsigned n, uint64_t offset, uint64_t tag);
   // Sends the queued reads; with `wait`, and anything queued or in flight,
   // also waits for one completion. Returns what io_uring_submit returns (the
   // reads it took, or -errno; an interrupted call is retried).
