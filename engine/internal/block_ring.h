@@ -60,7 +60,8 @@ class BlockRing {
         int64_t left = res;  // bytes of the read not yet handed out
         for (auto slot = static_cast<uint32_t>(reaped_[i].tag); slot != kNoSlot;) {
           const uint32_t next = next_in_run_[slot];
-          const int got = res < 0 ? res : static_cast<int>(std::min(bs, std::max<int64_t>(left, 0)));
+          const int got =
+              res < 0 ? res : static_cast<int>(std::min(bs, std::max<int64_t>(left, 0)));
           left -= bs;
           done(block_[slot], got, Buffer(slot));
           free_.push_back(slot);
@@ -90,8 +91,8 @@ class BlockRing {
   std::vector<uint64_t> block_;        // slot -> the block read into it
   std::vector<uint32_t> next_in_run_;  // slot -> the next slot of its read, or kNoSlot
   std::vector<uint32_t> free_;
-  std::vector<Queued> queued_;  // queued, not yet sent
-  std::vector<iovec> iov_;      // the sent reads' buffers, kept until the next Submit
+  std::vector<Queued> queued_;                // queued, not yet sent
+  std::vector<iovec> iov_;                    // the sent reads' buffers, kept until the next Submit
   std::vector<ReadRing::Completion> reaped_;  // room for one Reap of the whole ring
   ArrivedBlocks arrived_;
   std::unique_ptr<ReadRing> ring_;  // last: gone before the buffers it reads into
