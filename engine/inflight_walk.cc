@@ -31,8 +31,8 @@ namespace {
 constexpr size_t kChunkWalks = 1 << 16;
 // At most this many leaf-record values per chunk.
 constexpr size_t kChunkValues = 1 << 20;
-// A request's first round asks for the bins' missing blocks up to this many
-// bytes of them, before any walk needs them.
+// A request's first round asks for the bins' missing blocks, up to this many
+// bytes of them, before any walk needs them (RunChunk).
 constexpr uint64_t kEagerBinBytes = 16 << 20;
 
 struct Walk {
@@ -230,7 +230,7 @@ Status Scheduler<NodeT, kF32Input, Acc, kLeaves>::RunChunk(const WalkJob& job, s
   if (r0 == job.begin) {
     const uint64_t bins = std::min<uint64_t>(h_.bin_block_count, kEagerBinBytes / h_.block_size);
     for (uint64_t b = h_.node_first_block; b < h_.node_first_block + bins; ++b) {
-      if (b >= source_.block_count() || !fetcher_->Missing(b)) continue;
+      if (b >= source_.block_count() || !fetcher_->Missing(b)) continue;  // pending_'s bound
       waiting.try_emplace(b);
       queue.push_back(b);
       pending_[b >> 6] |= uint64_t{1} << (b & 63);
