@@ -426,7 +426,10 @@ def mount_bench(a, new, header, lines):
 
                     def measure(m):
                         drop_caches()
-                        read_back(cmd(pac)[0], daemon)
+                        # The engine this row runs (the old one for an old
+                        # daemon's rows), not always the new one: a program
+                        # left cold pages itself in during the row.
+                        read_back(cmd(pac, engine=engine)[0], daemon)
                         read_back_mapped(sorted(set(daemon_pids + [m.proc.pid])),
                                          stores_and_forests)
                         pid = m.proc.pid
