@@ -21,12 +21,12 @@ BlockRing::BlockRing(std::unique_ptr<ReadRing> ring, uint32_t depth, uint32_t bl
       bufs_(AllocatePopulated(uint64_t{depth} * block_size)),
       block_(depth),
       next_in_run_(depth, kNoSlot),
+      run_iov_(depth),
       reaped_(depth),
       arrived_(block_size, depth),
       ring_(std::move(ring)) {
   for (uint32_t i = depth; i-- > 0;) free_.push_back(i);
   queued_.reserve(depth);
-  iov_.reserve(depth);
 }
 
 void BlockRing::Queue(int fd, uint64_t b, uint64_t offset) {
@@ -40,29 +40,30 @@ int BlockRing::Submit(bool wait) {
   if (!queued_.empty()) {
     // Sorted by file and offset, each run of adjacent blocks is one read. A
     // read's buffers are chained through next_in_run_ from the slot that is
-    // its tag; its iovecs live in iov_ (one per block queued, so they never
-    // move) until the kernel has taken them.
+    // its tag, and its iovecs are kept under that slot until the read is
+    // reaped: the kernel may take a read at a later Submit than the one
+    // that queued it (a short submission).
     std::sort(queued_.begin(), queued_.end(), [](const Queued& a, const Queued& b) {
       return a.fd != b.fd ? a.fd < b.fd : a.offset < b.offset;
     });
     const size_t max_run = std::max<uint32_t>(1, kMaxRunBytes / bs_);
-    iov_.clear();
     for (size_t i = 0; i < queued_.size();) {
       size_t j = i + 1;
       while (j < queued_.size() && j - i < max_run && queued_[j].fd == queued_[i].fd &&
              queued_[j].offset == queued_[j - 1].offset + bs_) {
         ++j;
       }
-      for (size_t k = i; k < j; ++k) {
+      const uint32_t tag = queued_[i].slot;
+      for (size_t k = i; k < j; ++k)
         next_in_run_[queued_[k].slot] = k + 1 < j ? queued_[k + 1].slot : kNoSlot;
-        iov_.push_back({Buffer(queued_[k].slot), bs_});
-      }
       if (j - i == 1) {
-        ring_->Queue(queued_[i].fd, Buffer(queued_[i].slot), bs_, queued_[i].offset,
-                     queued_[i].slot);
+        ring_->Queue(queued_[i].fd, Buffer(tag), bs_, queued_[i].offset, tag);
       } else {
-        ring_->QueueV(queued_[i].fd, &iov_[iov_.size() - (j - i)], static_cast<unsigned>(j - i),
-                      queued_[i].offset, queued_[i].slot);
+        std::vector<iovec>& iov = run_iov_[tag];  // its last read was reaped: the slot was free
+        iov.clear();
+        for (size_t k = i; k < j; ++k) iov.push_back({Buffer(queued_[k].slot), bs_});
+        ring_->QueueV(queued_[i].fd, iov.data(), static_cast<unsigned>(j - i), queued_[i].offset,
+                      tag);
       }
       i = j;
     }

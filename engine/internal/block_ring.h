@@ -92,7 +92,7 @@ class BlockRing {
   std::vector<uint32_t> next_in_run_;  // slot -> the next slot of its read, or kNoSlot
   std::vector<uint32_t> free_;
   std::vector<Queued> queued_;                // queued, not yet sent
-  std::vector<iovec> iov_;                    // the sent reads' buffers, kept until the next Submit
+  std::vector<std::vector<iovec>> run_iov_;   // tag slot -> its read's buffers, while in flight
   std::vector<ReadRing::Completion> reaped_;  // room for one Reap of the whole ring
   ArrivedBlocks arrived_;
   std::unique_ptr<ReadRing> ring_;  // last: gone before the buffers it reads into
