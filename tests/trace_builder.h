@@ -102,10 +102,10 @@ class TraceBuilder {
     return Add(r);
   }
   const std::string& bytes() const { return bytes_; }
-  // Writes the trace to a file of the test's temp dir named after `name`.
+  // Writes the trace to a file of the test process's own directory named
+  // after `name` (testing::TempPath).
   std::string Save(const std::string& name) const {
-    const std::string path =
-        ::testing::TempDir() + "/trace_test_" + std::to_string(getpid()) + "_" + name;
+    const std::string path = testing::TempPath(name);
     testing::WriteAll(path, bytes_);
     return path;
   }

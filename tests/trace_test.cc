@@ -34,9 +34,9 @@
 namespace pacset {
 namespace {
 
-std::string Temp(const std::string& name) {
-  return ::testing::TempDir() + "/trace_test_" + std::to_string(getpid()) + "_" + name;
-}
+// A path of this test process's own (testing::TempPath): the trace writer's
+// O_EXCL would refuse a file an earlier run with the same pid left behind.
+std::string Temp(const std::string& name) { return testing::TempPath(name); }
 
 using testing::ReadAll;
 using testing::WriteAll;
