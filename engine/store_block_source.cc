@@ -51,6 +51,9 @@ class StoreBlockSource::Fetcher final : public BlockFetcher {
     return Status::Ok();
   }
 
+  // The cache's table says exactly which blocks are in memory.
+  bool Missing(uint64_t b) override { return !source_->Cached(b); }
+
  private:
   StoreBlockSource* const source_;
   Slot* const slot_;
@@ -84,6 +87,11 @@ StoreBlockSource::Leaf* StoreBlockSource::LeafForInsert(uint64_t b) {
   leaf = leaves_.back().get();
   top_[b >> kLeafShift].store(leaf);
   return leaf;
+}
+
+bool StoreBlockSource::Cached(uint64_t b) const {
+  const Leaf* leaf = LeafOf(b);
+  return leaf != nullptr && leaf->data[b & (kLeafBlocks - 1)].load() != nullptr;
 }
 
 const char* StoreBlockSource::Ready(uint64_t b) {

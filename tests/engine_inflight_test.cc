@@ -26,6 +26,7 @@
 #include "layout/pack.h"
 #include "model/predict.h"
 #include "testkit/random_forest.h"
+#include "tests/first_round_source.h"
 #include "tests/flavor_params.h"
 #include "tools/commands.h"
 #include "util/atomic_file.h"
@@ -33,6 +34,7 @@
 namespace pacset {
 namespace {
 
+using testing::FirstRoundSource;
 using testing::Flavor;
 using testing::MakeAdversarialRows;
 using testing::MakeRandomForest;
@@ -688,56 +690,6 @@ TEST(InFlight, AColdRequestWalksTheBlocksItReadWithoutMappingThem) {
         << what << ": " << fetched << " blocks read, " << mapped_pages << " pages mapped";
   }
 }
-
-// Wraps a real source: records the blocks each request's fetcher was asked
-// for before its first Wait (the first round), and forwards everything.
-class FirstRoundSource final : public BlockSource {
- public:
-  explicit FirstRoundSource(std::unique_ptr<BlockSource> inner) : inner_(std::move(inner)) {}
-  uint32_t block_size() const override { return inner_->block_size(); }
-  uint64_t block_count() const override { return inner_->block_count(); }
-  const char* Ready(uint64_t b) override { return inner_->Ready(b); }
-  const char* WarmImage(uint64_t first, uint64_t count, uint64_t work, bool read) override {
-    return inner_->WarmImage(first, count, work, read);
-  }
-  const char* io_name() const override { return inner_->io_name(); }
-  std::unique_ptr<BlockFetcher> NewFetcher() override {
-    return std::make_unique<Fetcher>(this, inner_->NewFetcher());
-  }
-  std::vector<uint64_t> first_round() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return first_round_;
-  }
-
- private:
-  class Fetcher final : public BlockFetcher {
-   public:
-    Fetcher(FirstRoundSource* s, std::unique_ptr<BlockFetcher> inner)
-        : s_(s), inner_(std::move(inner)) {}
-    void Fetch(uint64_t b) override {
-      if (!waited_) {
-        std::lock_guard<std::mutex> lock(s_->mu_);
-        s_->first_round_.push_back(b);
-      }
-      inner_->Fetch(b);
-    }
-    Status Wait(std::vector<uint64_t>* arrived) override {
-      waited_ = true;
-      return inner_->Wait(arrived);
-    }
-    void Flush() override { inner_->Flush(); }
-    const char* Arrived(uint64_t b) override { return inner_->Arrived(b); }
-    bool Missing(uint64_t b) override { return inner_->Missing(b); }
-
-   private:
-    FirstRoundSource* s_;
-    std::unique_ptr<BlockFetcher> inner_;
-    bool waited_ = false;
-  };
-  std::unique_ptr<BlockSource> inner_;
-  std::mutex mu_;
-  std::vector<uint64_t> first_round_;
-};
 
 // Every row passes through (nearly) every block of the bins, striped level
 // by level: a cold request asks for all of them before its first wait, not

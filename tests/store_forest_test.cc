@@ -7,10 +7,12 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <thread>
 
+#include "engine/internal/store_block_source.h"
 #include "engine/store_forest.h"
 #include "layout/pack.h"
 #include "model/predict.h"
@@ -20,11 +22,13 @@
 #include "testkit/random_forest.h"
 #include "testkit/store_env.h"
 #include "tests/expect_exact.h"
+#include "tests/first_round_source.h"
 
 namespace pacset {
 namespace {
 
 using testing::ExpectSameAsInMemory;
+using testing::FirstRoundSource;
 using testing::Flavor;
 using testing::MakeAdversarialRows;
 using testing::MakeRandomForest;
@@ -146,6 +150,59 @@ TEST_P(StoreForestTest, ReadsEachRoundWithOneMultiGetPerThreadAndBoundsRoundsPer
   ASSERT_TRUE(forest->engine().PredictAll(OneRow(rows, 0), false, 1, &out).ok());
   EXPECT_EQ(forest->read_stats().blocks, one.blocks);
   EXPECT_EQ(counting->read_calls(), one.multigets);
+}
+
+// The bins hold the top levels of every tree, striped level by level: a
+// cold request from a store asks for all of them in its first round (one
+// MultiGet, or its parallel parts), not one level per round, and predicts
+// the in-memory forest's bits; a warm request asks for none of them.
+TEST_P(StoreForestTest, AColdRequestReadsTheWholeBinRegionInItsFirstRound) {
+  RandomForestSpec spec;
+  spec.trees = 300;
+  spec.max_depth = 12;
+  spec.seed = 43;
+  const Forest f = MakeRandomForest(spec);
+  const RowMatrix rows = MakeAdversarialRows(f, 2, 5);
+  PackOptions o;
+  o.block_size = 4096;
+  o.bin_depth = 5;
+  auto bytes = PackForestToBuffer(f, o);
+  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+  ASSERT_TRUE(PublishBytes(*store_, "model", *bytes, o.block_size).ok());
+  auto info = store_->Lookup("model");
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  auto file = PacFile::FromBuffer(*bytes, "model");
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  const uint64_t first = (*file)->header().node_first_block;
+  const uint64_t bins = (*file)->header().bin_block_count;
+  ASSERT_GE(bins, 8u);  // levels 0-4 of 300 trees: several blocks, several levels
+  FirstRoundSource* source = nullptr;
+  EngineOptions eo;
+  eo.verify_blocks = false;  // the store verified every block it returned
+  eo.sequential_reads = false;
+  eo.max_in_flight = 1024;
+  auto engine = PacEngine::FromFile(
+      std::move(*file), eo,
+      [&](const PacFile&, const EngineOptions&) -> std::unique_ptr<BlockSource> {
+        auto s = std::make_unique<FirstRoundSource>(
+            std::make_unique<store_internal::StoreBlockSource>(store_.get(), *info, 64 << 20));
+        source = s.get();
+        return s;
+      });
+  ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+  ExpectSameAsInMemory(f, **engine, OneRow(rows, 0), GetParam() + " cold row");
+  std::vector<uint64_t> asked = source->first_round();
+  std::sort(asked.begin(), asked.end());
+  for (uint64_t b = first; b < first + bins; ++b)
+    EXPECT_TRUE(std::binary_search(asked.begin(), asked.end(), b))
+        << GetParam() << ": bin block " << b << " not asked for in the first round";
+  // Warm now: the second row's request asks for no bin block at all.
+  const size_t before = source->first_round().size();
+  ExpectSameAsInMemory(f, **engine, OneRow(rows, 1), GetParam() + " warm row");
+  const std::vector<uint64_t> later = source->first_round();
+  for (size_t i = before; i < later.size(); ++i)
+    EXPECT_FALSE(later[i] >= first && later[i] < first + bins)
+        << GetParam() << ": bin block " << later[i] << " asked for again";
 }
 
 TEST_P(StoreForestTest, ASmallCacheEvictsUnderManyThreadsAndStaysExact) {

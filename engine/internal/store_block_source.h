@@ -58,6 +58,8 @@ class StoreBlockSource final : public BlockSource {
   uint32_t block_size() const override { return bs_; }
   uint64_t block_count() const override { return forest_.block_count; }
   const char* Ready(uint64_t b) override;
+  // Whether block `b` is in the cache now (as Ready, without marking it used).
+  bool Cached(uint64_t b) const;
   std::unique_ptr<BlockFetcher> NewFetcher() override;
   // Never an image: blocks live in separate buffers.
   const char* WarmImage(uint64_t, uint64_t, uint64_t, bool) override { return nullptr; }
