@@ -1,9 +1,12 @@
 """Shared by the Python store and scale benchmarks: common arguments, tool
-paths, a work directory, a forest packed once per block size, spreads, and
-CPU and redis counters."""
+paths, a work directory, a forest packed once per block size, spreads, CPU
+and redis counters, and a program's files to read back after a cache drop."""
 import json
 import os
+import re
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 
@@ -75,3 +78,36 @@ def redis_usec_per_get(nodes):
                 calls += int(fields["calls"])
                 usec += int(fields["usec"])
     return usec / calls if calls else float("nan")
+
+
+def program_files(binary):
+    """The program, the shared libraries it loads and its store plugins with
+    theirs (ldd; plugins from the build's or the package's lib/ beside the
+    program's directory), as real paths: what stays in memory when a
+    benchmark calls the program warm and only the forest cold."""
+    binary = os.path.realpath(shutil.which(binary) or binary)
+    files = [binary, "/etc/ld.so.cache"]
+    out = subprocess.run(["ldd", binary], capture_output=True, text=True).stdout
+    files += re.findall(r"=> (/\S+)", out)
+    files += re.findall(r"^\s*(/\S+) \(", out, re.M)  # the dynamic loader
+    plugins = os.path.join(os.path.dirname(binary), "..", "lib")
+    for root, _, names in os.walk(plugins):
+        for n in names:
+            if n.endswith(".so"):  # a plugin and the libraries it loads (librocksdb...)
+                plugin = os.path.join(root, n)
+                out = subprocess.run(["ldd", plugin], capture_output=True, text=True).stdout
+                files += [plugin] + re.findall(r"=> (/\S+)", out)
+    return sorted(set(os.path.realpath(f) for f in files))
+
+
+def read_whole(path):
+    """Reads the file at `path` to its end (into the page cache)."""
+    with open(path, "rb") as f:
+        while f.read(1 << 20):
+            pass
+
+
+def warm(files):
+    """Reads back every file of `files` (after a cache drop)."""
+    for f in files:
+        read_whole(f)

@@ -46,13 +46,13 @@ import json
 import os
 import random
 import re
-import shutil
 import statistics
 import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testkit"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchlib import program_files, read_whole  # noqa: E402  (puts testkit/ on the path)
 from fslib import Mount  # noqa: E402
 
 
@@ -104,13 +104,6 @@ def read_back(*programs):
             read_whole(path)
 
 
-def read_whole(path):
-    """Reads the file at `path` to its end (into the page cache)."""
-    with open(path, "rb") as f:
-        while f.read(1 << 20):
-            pass
-
-
 def read_back_mapped(pids, skip_under):
     """Reads back whole every file the processes `pids` map (a running
     daemon's program, its store plugin and the libraries that loads: ldd does
@@ -136,17 +129,6 @@ def read_back_mapped(pids, skip_under):
                 read_whole(path)
             except OSError:
                 pass
-
-
-def program_files(program):
-    """The program and the shared libraries it loads (ldd), as real paths;
-    a shell-script wrapper's target is not followed."""
-    program = shutil.which(program) or program
-    paths = [os.path.realpath(program)]
-    r = subprocess.run(["ldd", program], capture_output=True, text=True)
-    for m in re.finditer(r"(/\S+) \(0x", r.stdout):
-        paths.append(os.path.realpath(m.group(1)))
-    return paths
 
 
 def write_rows(header, lines, path):

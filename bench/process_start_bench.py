@@ -35,7 +35,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import minor_faults, packed, spread  # noqa: E402
+from benchlib import minor_faults, packed, program_files, spread, warm  # noqa: E402
 from fslib import is_mounted  # noqa: E402  (benchlib puts testkit/ on the path)
 
 
@@ -54,29 +54,6 @@ def drop_caches():
     subprocess.run(["sync"], check=True)
     with open("/proc/sys/vm/drop_caches", "w") as f:
         f.write("3\n")
-
-
-def program_files(binary):
-    """The program, its libraries and its store plugins: what stays warm."""
-    files = [binary, "/etc/ld.so.cache"]
-    out = subprocess.run(["ldd", binary], capture_output=True, text=True).stdout
-    files += re.findall(r"=> (/\S+)", out)
-    files += re.findall(r"^\s*(/\S+) \(", out, re.M)  # the dynamic loader
-    plugins = os.path.join(os.path.dirname(binary), "..", "lib")
-    for root, _, names in os.walk(plugins):
-        for n in names:
-            if n.endswith(".so"):  # a plugin and the libraries it loads (librocksdb...)
-                plugin = os.path.join(root, n)
-                out = subprocess.run(["ldd", plugin], capture_output=True, text=True).stdout
-                files += [plugin] + re.findall(r"=> (/\S+)", out)
-    return sorted(set(files))
-
-
-def warm(files):
-    for f in files:
-        with open(f, "rb") as fh:
-            while fh.read(1 << 20):
-                pass
 
 
 def rotated(cases, rnd):
