@@ -34,8 +34,10 @@
 namespace pacset {
 namespace {
 
+using testing::DeepBinsPacking;
 using testing::FirstRoundSource;
 using testing::Flavor;
+using testing::ForestWithDeepBins;
 using testing::MakeAdversarialRows;
 using testing::MakeRandomForest;
 using testing::RandomForestSpec;
@@ -696,15 +698,9 @@ TEST(InFlight, AColdRequestWalksTheBlocksItReadWithoutMappingThem) {
 // one level per round, and predicts the reference's bits; a warm one asks
 // for none of them.
 TEST(InFlight, AColdRequestAsksForTheWholeBinRegionInItsFirstRound) {
-  RandomForestSpec spec;
-  spec.trees = 300;
-  spec.max_depth = 12;
-  spec.seed = 43;
-  const Forest f = MakeRandomForest(spec);
+  const Forest f = ForestWithDeepBins();
   const RowMatrix rows = MakeAdversarialRows(f, 2, 5);
-  PackOptions o;
-  o.block_size = 4096;
-  o.bin_depth = 5;
+  const PackOptions o = DeepBinsPacking();
   const TempFile file(PackToBytes(f, o));
   const Outputs want = Reference(f, rows);
   auto pf = PacFile::Open(file.path());

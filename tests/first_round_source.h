@@ -1,6 +1,7 @@
-// A BlockSource that wraps a real one (engine/block_source.h) and records
-// which blocks each request asked for before it first waited: what a cold
-// request reads in its first round, whatever the source underneath.
+// What a cold request reads in its first round, whatever the source
+// underneath: a BlockSource that wraps a real one (engine/block_source.h)
+// and records which blocks each request asked for before it first waited,
+// and a forest whose bins span several blocks and levels.
 #pragma once
 
 #include <memory>
@@ -8,8 +9,26 @@
 #include <vector>
 
 #include "engine/block_source.h"
+#include "layout/pack.h"
+#include "testkit/random_forest.h"
 
 namespace pacset::testing {
+
+// 300 trees of depth 12 packed at 4 KiB with bins of 5 levels: the bins
+// fill several blocks, one level after another.
+inline Forest ForestWithDeepBins() {
+  RandomForestSpec spec;
+  spec.trees = 300;
+  spec.max_depth = 12;
+  spec.seed = 43;
+  return MakeRandomForest(spec);
+}
+inline PackOptions DeepBinsPacking() {
+  PackOptions o;
+  o.block_size = 4096;
+  o.bin_depth = 5;
+  return o;
+}
 
 // Wraps a real source: records the blocks each request's fetcher was asked
 // for before its first Wait (the first round), and forwards everything.

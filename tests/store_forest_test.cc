@@ -27,9 +27,11 @@
 namespace pacset {
 namespace {
 
+using testing::DeepBinsPacking;
 using testing::ExpectSameAsInMemory;
 using testing::FirstRoundSource;
 using testing::Flavor;
+using testing::ForestWithDeepBins;
 using testing::MakeAdversarialRows;
 using testing::MakeRandomForest;
 using testing::RandomForestSpec;
@@ -157,15 +159,9 @@ TEST_P(StoreForestTest, ReadsEachRoundWithOneMultiGetPerThreadAndBoundsRoundsPer
 // MultiGet, or its parallel parts), not one level per round, and predicts
 // the in-memory forest's bits; a warm request asks for none of them.
 TEST_P(StoreForestTest, AColdRequestReadsTheWholeBinRegionInItsFirstRound) {
-  RandomForestSpec spec;
-  spec.trees = 300;
-  spec.max_depth = 12;
-  spec.seed = 43;
-  const Forest f = MakeRandomForest(spec);
+  const Forest f = ForestWithDeepBins();
   const RowMatrix rows = MakeAdversarialRows(f, 2, 5);
-  PackOptions o;
-  o.block_size = 4096;
-  o.bin_depth = 5;
+  const PackOptions o = DeepBinsPacking();
   auto bytes = PackForestToBuffer(f, o);
   ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
   ASSERT_TRUE(PublishBytes(*store_, "model", *bytes, o.block_size).ok());
