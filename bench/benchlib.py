@@ -1,6 +1,7 @@
 """Shared by the Python store and scale benchmarks: common arguments, tool
 paths, a work directory, a forest packed once per block size, spreads, CPU
 and redis counters, and a program's files to read back after a cache drop."""
+import glob
 import json
 import os
 import re
@@ -82,21 +83,19 @@ def redis_usec_per_get(nodes):
 
 def program_files(binary):
     """The program, the shared libraries it loads and its store plugins with
-    theirs (ldd; plugins from the build's or the package's lib/ beside the
-    program's directory), as real paths: what stays in memory when a
-    benchmark calls the program warm and only the forest cold."""
+    theirs (ldd), as real paths: what stays in memory when a benchmark calls
+    the program warm and only the forest cold."""
     binary = os.path.realpath(shutil.which(binary) or binary)
     files = [binary, "/etc/ld.so.cache"]
     out = subprocess.run(["ldd", binary], capture_output=True, text=True).stdout
     files += re.findall(r"=> (/\S+)", out)
     files += re.findall(r"^\s*(/\S+) \(", out, re.M)  # the dynamic loader
-    plugins = os.path.join(os.path.dirname(binary), "..", "lib")
-    for root, _, names in os.walk(plugins):
-        for n in names:
-            if n.endswith(".so"):  # a plugin and the libraries it loads (librocksdb...)
-                plugin = os.path.join(root, n)
-                out = subprocess.run(["ldd", plugin], capture_output=True, text=True).stdout
-                files += [plugin] + re.findall(r"=> (/\S+)", out)
+    # Where the program looks for them (store/internal/backend_plugin.h):
+    # lib/pacset/ of a build tree, lib/<multiarch>/pacset/ once installed.
+    lib = os.path.join(os.path.dirname(binary), "..", "lib")
+    for plugin in glob.glob(f"{lib}/pacset/*.so") + glob.glob(f"{lib}/*/pacset/*.so"):
+        out = subprocess.run(["ldd", plugin], capture_output=True, text=True).stdout
+        files += [plugin] + re.findall(r"=> (/\S+)", out)  # and what it loads (librocksdb...)
     return sorted(set(os.path.realpath(f) for f in files))
 
 
