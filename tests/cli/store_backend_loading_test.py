@@ -8,6 +8,11 @@
 - `pacset predict --store rocksdb:...` maps the rocksdb plugin and
   librocksdb (and no hiredis): the same check sees a loaded backend, so it
   can fail; its answers equal the local file's.
+- `pacset predict --store redis://...` (a real redis-server on a free
+  loopback port) maps the redis plugin and hiredis (and no RocksDB), and,
+  where the build links the C++ runtime into the programs and the redis
+  plugin (--redis-plugin-runtime static), no libstdc++.so: loading a second
+  runtime was most of such a process's open.
 - Neither `pacset` nor `pacsetfs` names RocksDB or hiredis among the
   libraries it needs (readelf -d).
 - A daemon over a dir: store maps no backend; over a rocksdb: store, one
@@ -22,6 +27,7 @@
 
 usage: store_backend_loading_test.py --pacset PATH --pacsetfs PATH
                                     --pacsetfs-rocksdb {builtin,plugin}
+                                    --redis-plugin-runtime {static,shared}
 """
 import argparse
 import glob
@@ -34,7 +40,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "testkit"))
-from fslib import Mount  # noqa: E402
+from fslib import Mount, Redis  # noqa: E402
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "lightgbm")
 MODEL = os.path.join(DATA, "binary.txt")  # LightGBM, 2 features
@@ -98,6 +104,25 @@ def refused(pacset, store, pac, expect_message, expect):
            f"{pacset} still predicts from a file: {ok.returncode} {ok.stderr.strip()!r}")
 
 
+def check_redis(pacset, static_runtime, pac, want, work, expect):
+    """A forest in a real redis-server: the backend the process maps, and the
+    C++ runtime (the program's and the plugin's own, linked in)."""
+    redis = Redis(work, persist=False).start()
+    try:
+        run([pacset, "import", pac, "--name", "m", "--store", redis.uri])
+        answer, files = mapped_after_one_row([pacset, "predict", "m", "--store", redis.uri])
+    finally:
+        redis.stop()
+    expect(answer == want, f"predict --store redis://: answered {answer!r} (the .pac: {want!r})")
+    got = loaded(files)
+    expect(got == {"hiredis"}, f"predict --store redis://: loaded backends {sorted(got)}, "
+           "expected ['hiredis']")
+    runtimes = sorted(f for f in files if re.search(r"/libstdc\+\+\.so", f))
+    if static_runtime:
+        expect(not runtimes, f"predict --store redis:// maps {runtimes or 'no libstdc++.so'}: "
+               "the program and the redis plugin have the C++ runtime linked in")
+
+
 def check_missing_and_wrong_plugins(pacset, pac, work, expect):
     build_plugins = plugin_dir_of(pacset)
     rel = os.path.relpath(build_plugins, os.path.dirname(os.path.abspath(pacset)))
@@ -150,6 +175,7 @@ def main():
     ap.add_argument("--pacset", required=True)
     ap.add_argument("--pacsetfs", required=True)
     ap.add_argument("--pacsetfs-rocksdb", required=True, choices=("builtin", "plugin"))
+    ap.add_argument("--redis-plugin-runtime", required=True, choices=("static", "shared"))
     args = ap.parse_args()
     failures = []
 
@@ -185,6 +211,7 @@ def main():
             got = loaded(files)
             expect(got == backends, f"{name}: loaded backends {sorted(got)}, "
                    f"expected {sorted(backends)}")
+        check_redis(args.pacset, args.redis_plugin_runtime == "static", pac, want, work, expect)
         check_missing_and_wrong_plugins(args.pacset, pac, work, expect)
         check_daemons(args.pacsetfs, args.pacsetfs_rocksdb == "builtin",
                       {"dir": dir_store, "rocksdb": rocksdb_store}, pac, work, expect)
