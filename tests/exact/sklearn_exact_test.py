@@ -47,9 +47,19 @@ direction), where scikit-learn 1.2.1 wraps it to uint8 (docs/sklearn-export.md):
 such rows are compared with scikit-learn given NaN there, and the wrapping
 itself is checked so that the documentation stays true.
 
+Each model is read by pacset from its pickle (pacset runs pacset-sklearn-export
+--stream itself), from the exported JSON and from JSON with base64 arrays; the
+JSON files are written by the exporter's main() run in this process (a run of
+the program is ~1.3 s of python3 starting and importing scikit-learn, which
+this process has done already).
+
 Usage: sklearn_exact_test.py --pacset PATH [--keep DIR]
 """
 import argparse
+import contextlib
+import importlib.machinery
+import importlib.util
+import io
 import math
 import os
 import pickle
@@ -256,6 +266,27 @@ class Stats:
             self.max_diff = max(self.max_diff, float(np.max(np.abs(got - want))))
 
 
+class Exporter:
+    """pacset-sklearn-export (the file `pacset` runs) loaded as a module, its
+    main() run in this process: run(ARGS...) -> (exit status, standard error)."""
+
+    def __init__(self, path):
+        loader = importlib.machinery.SourceFileLoader("pacset_sklearn_export", path)
+        self.module = importlib.util.module_from_spec(importlib.util.spec_from_loader(loader.name,
+                                                                                      loader))
+        loader.exec_module(self.module)
+
+    def run(self, *args):
+        err = io.StringIO()
+        try:
+            # catch_warnings restores the filters and the showwarning main() sets.
+            with contextlib.redirect_stderr(err), warnings.catch_warnings():
+                status = self.module.main(list(args))
+        except SystemExit as e:
+            status = e.code if isinstance(e.code, int) else 1
+        return status, err.getvalue()
+
+
 def save_and_export(checker, work, name, est, ext, exporter):
     """Saves `est` as NAME.EXT (pickle for .pkl, else joblib) and exports it
     with pacset-sklearn-export to NAME.json: (model path, json path), or None
@@ -267,11 +298,9 @@ def save_and_export(checker, work, name, est, ext, exporter):
     else:
         joblib.dump(est, path)
     json_path = os.path.join(work, name + ".json")
-    exported = subprocess.run([sys.executable, exporter, path, "-o", json_path],
-                              capture_output=True, text=True)
-    if exported.returncode != 0:
-        checker.expect(False, f"{name}: pacset-sklearn-export failed ({exported.returncode}): "
-                              f"{exported.stderr.strip()}")
+    status, err = exporter.run(path, "-o", json_path)
+    if status != 0:
+        checker.expect(False, f"{name}: pacset-sklearn-export failed ({status}): {err.strip()}")
         return None
     return path, json_path
 
@@ -306,16 +335,18 @@ def check_model(checker, stats, work, name, est, ext, X, rng, exporter):
                    f"{name}: the exported JSON and the pickle predict differently")
     # The base64 array encoding (used for big forests) predicts the same bits.
     b64_path = os.path.join(work, name + ".b64.json")
-    exported = subprocess.run([sys.executable, exporter, path, "-o", b64_path, "--arrays", "base64"],
-                              capture_output=True, text=True)
-    checker.expect(exported.returncode == 0, f"{name}: --arrays base64 failed: {exported.stderr}")
-    if exported.returncode == 0:
+    status, export_err = exporter.run(path, "-o", b64_path, "--arrays", "base64")
+    checker.expect(status == 0, f"{name}: --arrays base64 failed: {export_err}")
+    if status == 0:
         got_b64 = checker.predict(b64_path, rows_csv)
         checker.expect(np.array_equal(got_b64.view(np.uint64), got.view(np.uint64)),
                        f"{name}: base64 arrays and the pickle predict differently")
-    # And through a packed .pac file (the bundled mmap engine).
+    # And through a packed .pac file (the bundled mmap engine), packed from
+    # the JSON (a pickle is read the same way by pack as by predict above;
+    # the plain pickle is packed as such).
     pac_path = os.path.join(work, name + ".pac")
-    packed = subprocess.run([checker.pacset, "pack", path, "-o", pac_path, "--block-size", "4KiB"],
+    pack_from = path if ext == ".pkl" else json_path
+    packed = subprocess.run([checker.pacset, "pack", pack_from, "-o", pac_path, "--block-size", "4KiB"],
                             capture_output=True, text=True)
     checker.expect(packed.returncode == 0, f"{name}: pacset pack failed: {packed.stderr}")
     if packed.returncode == 0:
@@ -416,7 +447,8 @@ def check_isolation_forest(checker, stats, work, name, est, X, rng, exporter):
                        f"rows differ from the library's depths")
     stats.values_compared(got_depths.reshape(-1, 1), want_depths)
 
-    got_score = checker.predict(path, rows_csv)[:, 0]
+    # The methods from the JSON: each read of the pickle runs the exporter.
+    got_score = checker.predict(json_path, rows_csv)[:, 0]
     stats.values_compared(got_score.reshape(-1, 1), want_score)
     d = float(np.ravel(denominator)[0])
     formula = np.array([-math.pow(2.0, -(m / d if d != 0 else 1.0)) for m in want_depths])
@@ -426,12 +458,12 @@ def check_isolation_forest(checker, stats, work, name, est, X, rng, exporter):
     checker.expect(int(score_ulps.max()) <= 1,
                    f"{name}: score_samples {int(score_ulps.max())} ulps from the library's")
 
-    got_decision = checker.predict(path, rows_csv, "--method", "decision_function")[:, 0]
+    got_decision = checker.predict(json_path, rows_csv, "--method", "decision_function")[:, 0]
     decision_tol = 2 * np.spacing(np.abs(want_score))
     bad = np.abs(got_decision - want_decision) > decision_tol
     checker.expect(not bad.any(), f"{name}: decision_function beyond 2 ulps of the score at "
                                   f"rows {np.nonzero(bad)[0][:3]}")
-    got_label = checker.predict(path, rows_csv, "--method", "predict")[:, 0]
+    got_label = checker.predict(json_path, rows_csv, "--method", "predict")[:, 0]
     differ = got_label != want_label
     checker.expect(not (differ & (np.abs(want_decision) > decision_tol)).any(),
                    f"{name}: predict differs at rows {np.nonzero(differ)[0][:3]} whose decision "
@@ -440,13 +472,14 @@ def check_isolation_forest(checker, stats, work, name, est, X, rng, exporter):
 
     # A packed .pac predicts the same bits; leaves are the library's.
     pac_path = os.path.join(work, name + ".pac")
-    packed = subprocess.run([checker.pacset, "pack", path, "-o", pac_path, "--block-size", "4KiB"],
+    packed = subprocess.run([checker.pacset, "pack", json_path, "-o", pac_path, "--block-size",
+                             "4KiB"],
                             capture_output=True, text=True)
     checker.expect(packed.returncode == 0, f"{name}: pacset pack failed: {packed.stderr}")
     if packed.returncode == 0:
         got_pac = checker.predict(pac_path, rows_csv, "--method", "decision_function")[:, 0]
         checker.expect(np.array_equal(got_pac.view(np.uint64), got_decision.view(np.uint64)),
-                       f"{name}: the packed .pac and the pickle differ")
+                       f"{name}: the packed .pac and the JSON differ")
     want_leaf = np.stack([t.apply(rows[:, cols]) for t, cols in
                           zip(est.estimators_, tree_columns(est, rows.shape[1]))], axis=1)
     got_leaf = checker.predict(json_path, rows_csv, "--leaf")
@@ -667,12 +700,11 @@ def check_hist_model(checker, stats, work, name, est, ext, X, rng, exporter):
     # Every route predicts the same bits: the JSON, base64 arrays, a packed .pac.
     got_json = checker.predict(json_path, rows_csv)
     checker.same_float64(name, "JSON vs pickle", got_json, got)
-    if name == "hgb_binary_cat":  # one model suffices: each run of the exporter costs ~1 s
+    if name == "hgb_binary_cat":  # one model suffices
         b64_path = os.path.join(work, name + ".b64.json")
-        exported = subprocess.run([sys.executable, exporter, path, "-o", b64_path, "--arrays",
-                                   "base64"], capture_output=True, text=True)
-        checker.expect(exported.returncode == 0, f"{name}: --arrays base64 failed: {exported.stderr}")
-        if exported.returncode == 0:
+        status, export_err = exporter.run(path, "-o", b64_path, "--arrays", "base64")
+        checker.expect(status == 0, f"{name}: --arrays base64 failed: {export_err}")
+        if status == 0:
             checker.same_float64(name, "base64 vs pickle", checker.predict(b64_path, rows_csv), got)
     pac_path = os.path.join(work, name + ".pac")
     packed = subprocess.run([checker.pacset, "pack", json_path, "-o", pac_path, "--block-size",
@@ -798,7 +830,7 @@ def main():
     rng = np.random.default_rng(20261130)
     checker = exactlib.Checker(args.pacset)
     stats = Stats()
-    exporter = find_exporter(args.pacset)
+    exporter = Exporter(find_exporter(args.pacset))
     with tempfile.TemporaryDirectory() as tmp:
         work = args.keep or tmp
         os.makedirs(work, exist_ok=True)
