@@ -1,5 +1,10 @@
 """Shared helpers for the exactness tests: run `pacset predict`, compare."""
+import contextlib
+import importlib.machinery
+import importlib.util
+import io
 import subprocess
+import warnings
 
 import numpy as np
 
@@ -12,6 +17,37 @@ def write_rows(path, rows, header=True):
         for r in rows:
             f.write(",".join("" if np.isnan(v) else repr(float(v)) for v in r) + "\n")
     return path
+
+
+class Exporter:
+    """pacset-sklearn-export (the file `pacset` runs) loaded as a module, its
+    main() run in this process: run(ARGS...) -> (exit status, standard error).
+    A run of the program is ~1.3 s of python3 starting and importing
+    scikit-learn, which a test that trains models has done already; `pacset`
+    still runs the program itself (--stream) for every pickle it is given."""
+
+    def __init__(self, path):
+        loader = importlib.machinery.SourceFileLoader("pacset_sklearn_export", path)
+        self.module = importlib.util.module_from_spec(importlib.util.spec_from_loader(loader.name,
+                                                                                      loader))
+        loader.exec_module(self.module)
+
+    def run(self, *args):
+        err = io.StringIO()
+        try:
+            # catch_warnings restores the filters and the showwarning main() sets.
+            with contextlib.redirect_stderr(err), warnings.catch_warnings():
+                status = self.module.main(list(args))
+        except SystemExit as e:
+            status = e.code if isinstance(e.code, int) else 1
+        return status, err.getvalue()
+
+    def export(self, model, out, *flags):
+        """Exports MODEL to OUT, or stops the test with the exporter's error."""
+        status, err = self.run(model, "-o", out, *flags)
+        if status != 0:
+            raise SystemExit(f"pacset-sklearn-export {model} failed ({status}): {err.strip()}")
+        return out
 
 
 class Checker:

@@ -56,10 +56,6 @@ this process has done already).
 Usage: sklearn_exact_test.py --pacset PATH [--keep DIR]
 """
 import argparse
-import contextlib
-import importlib.machinery
-import importlib.util
-import io
 import math
 import os
 import pickle
@@ -264,27 +260,6 @@ class Stats:
         self.identical += int(np.sum(got.view(np.uint64) == want.view(np.uint64)))
         if got.size:
             self.max_diff = max(self.max_diff, float(np.max(np.abs(got - want))))
-
-
-class Exporter:
-    """pacset-sklearn-export (the file `pacset` runs) loaded as a module, its
-    main() run in this process: run(ARGS...) -> (exit status, standard error)."""
-
-    def __init__(self, path):
-        loader = importlib.machinery.SourceFileLoader("pacset_sklearn_export", path)
-        self.module = importlib.util.module_from_spec(importlib.util.spec_from_loader(loader.name,
-                                                                                      loader))
-        loader.exec_module(self.module)
-
-    def run(self, *args):
-        err = io.StringIO()
-        try:
-            # catch_warnings restores the filters and the showwarning main() sets.
-            with contextlib.redirect_stderr(err), warnings.catch_warnings():
-                status = self.module.main(list(args))
-        except SystemExit as e:
-            status = e.code if isinstance(e.code, int) else 1
-        return status, err.getvalue()
 
 
 def save_and_export(checker, work, name, est, ext, exporter):
@@ -830,7 +805,7 @@ def main():
     rng = np.random.default_rng(20261130)
     checker = exactlib.Checker(args.pacset)
     stats = Stats()
-    exporter = Exporter(find_exporter(args.pacset))
+    exporter = exactlib.Exporter(find_exporter(args.pacset))
     with tempfile.TemporaryDirectory() as tmp:
         work = args.keep or tmp
         os.makedirs(work, exist_ok=True)

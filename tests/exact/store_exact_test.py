@@ -58,7 +58,7 @@ def xgboost_cases(work, rng):
                booster.predict(dm, pred_leaf=True).astype(np.int64), True)
 
 
-def sklearn_cases(work, rng):
+def sklearn_cases(work, rng, exporter):
     import joblib
     data = sklearn_exact_test.datasets_for(rng)
     for name, est, key, _ in sklearn_exact_test.train_models(data):
@@ -66,8 +66,10 @@ def sklearn_cases(work, rng):
             continue
         X = data[key][0]
         rows = sklearn_exact_test.adversarial_rows(est, X, rng)
-        path = os.path.join(work, f"sk_{name}.joblib")
-        joblib.dump(est, path)
+        # Packed from the exported JSON: the pickle route is sklearn_exact_test's.
+        pickled = os.path.join(work, f"sk_{name}.joblib")
+        joblib.dump(est, pickled)
+        path = exporter.export(pickled, os.path.join(work, f"sk_{name}.json"))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             want = est.predict_proba(rows) if hasattr(est, "classes_") else est.predict(rows)
@@ -92,7 +94,8 @@ def main():
             stores = {"rocksdb": "rocksdb:" + os.path.join(work, "rocks"),
                       "dir": "dir:" + os.path.join(work, "dirstore"),
                       "redis": redis.uri}
-            cases = list(xgboost_cases(work, rng)) + list(sklearn_cases(work, rng))
+            cases = list(xgboost_cases(work, rng)) + list(sklearn_cases(
+                work, rng, exactlib.Exporter(sklearn_exact_test.find_exporter(args.pacset))))
             for name, path, rows, want, want_margin, want_leaf, bit_exact in cases:
                 failures_before = len(checker.failures)
                 for bs in BLOCK_SIZES:

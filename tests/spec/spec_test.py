@@ -29,6 +29,8 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "security"))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "exact"))
+import exactlib  # noqa: E402
 import pac_craft  # noqa: E402
 import pac_reader  # noqa: E402
 
@@ -112,12 +114,13 @@ def train_sklearn(work, rng):
                                        random_state=0), None),  # postprocess 6 and section 8
     ]
     out = []
+    exporter = exactlib.Exporter(EXPORTER)  # in this process: it has scikit-learn imported
     for name, est, y in specs:
         est.fit(X, y)
         pkl = os.path.join(work, name + ".joblib")
         joblib.dump(est, pkl)
         path = os.path.join(work, name + ".json")
-        run([sys.executable, EXPORTER, pkl, "-o", path])
+        exporter.export(pkl, path)
         out.append((name, path))
     return out
 
