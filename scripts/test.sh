@@ -22,10 +22,10 @@ cd "$(dirname "$0")/.."
 
 # Stage timing: `stage NAME` ends the previous stage, printing its time, how
 # busy the CPUs were (the idle-priority builds included) and the CPU time of
-# its own commands (the processes this script waited for in it: an idle build
-# counts where it is waited for); it starts NAME. The table of all of them is
-# printed when the script exits. From these, what a build in the background
-# could still use during a stage.
+# the commands that ended in it (a build in the background counts in the stage
+# where it ends); it starts NAME. The table of all of them is printed when the
+# script exits. CI is CPU-bound on two cores: a stage near 100% busy gets
+# shorter only with less work, not with more of it in the background.
 stage_names=()
 stage_seconds=()
 stage_busy=()
@@ -45,8 +45,8 @@ stage() {
     stage_seconds+=($((SECONDS - stage_start)))
     stage_busy+=($(((all - stage_cpu_all - (idle - stage_cpu_idle)) * 100 / (all - stage_cpu_all + 1))))
     stage_cpu+=($((children - stage_cpu_children)))
-    echo "== ${stage_names[-1]}: ${stage_seconds[-1]} s (CPUs ${stage_busy[-1]}% busy; its commands" \
-      "${stage_cpu[-1]} CPU s)"
+    echo "== ${stage_names[-1]}: ${stage_seconds[-1]} s (CPUs ${stage_busy[-1]}% busy; commands that" \
+      "ended in it ${stage_cpu[-1]} CPU s)"
   fi
   stage_cpu_all=$all stage_cpu_idle=$idle stage_cpu_children=$children
   stage_start=$SECONDS
@@ -59,7 +59,7 @@ report_stages() {
   stage
   kill_idle_builds
   [ -z "${parallel_dir:-}" ] || rm -rf "$parallel_dir"
-  echo "== stage times (exit status $status): wall, CPUs busy, CPU of the stage's own commands"
+  echo "== stage times (exit status $status): wall, CPUs busy, CPU of the commands that ended in it"
   for i in "${!stage_seconds[@]}"; do
     printf '   %5d s  %3d%% busy  %5d CPU s  %s\n' "${stage_seconds[$i]}" "${stage_busy[$i]}" \
       "${stage_cpu[$i]}" "${stage_names[$i]}"
