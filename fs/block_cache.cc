@@ -109,44 +109,29 @@ void BlockCache::GetOrFetchMany(const std::vector<BlockKey>& keys, const FetchMa
 }
 
 BlockData BlockCache::LookupLocked(const BlockKey& key) {
-  if (!policy_.Touch(key)) return nullptr;
-  return entries_.at(key);
+  const BlockData* data = policy_.Touch(key);
+  return data ? *data : nullptr;
 }
 
 void BlockCache::InsertLocked(const BlockKey& key, BlockData data) {
   if (data->size() > capacity_) return;  // never cache what cannot fit
-  const size_t size = data->size();
-  evicted_.clear();
-  policy_.Insert(key, size, &evicted_);
-  bytes_ += size;
   if (!reserved_) {
     // Room for the bound's worth of 4 KiB blocks: a cold read of a forest
     // would otherwise rehash the table again and again as it fills. Made at
     // the first insert, not with the cache: the daemon's fork of fusermount3
     // write-protects the pages it has then, and each of the table's would
     // cost a fault at its first write (a fresh daemon's first row).
-    entries_.reserve(std::min<size_t>(capacity_ / 4096, size_t{1} << 20));
+    policy_.Reserve(std::min<size_t>(capacity_ / 4096, size_t{1} << 20));
     reserved_ = true;
   }
-  entries_[key] = std::move(data);
-  for (const BlockKey& victim : evicted_) {  // maybe `key` itself: not admitted
-    auto it = entries_.find(victim);
-    bytes_ -= it->second->size();
-    entries_.erase(it);
-  }
+  const size_t size = data->size();
+  evicted_.clear();  // maybe `key` itself: not admitted
+  policy_.Insert(key, size, &evicted_, std::move(data));
 }
 
 template <typename Pred>
 void BlockCache::DropIfLocked(Pred pred) {
-  for (auto it = entries_.begin(); it != entries_.end();) {
-    if (pred(it->first)) {
-      policy_.Erase(it->first);
-      bytes_ -= it->second->size();
-      it = entries_.erase(it);
-    } else {
-      ++it;
-    }
-  }
+  policy_.EraseIf(pred);
 }
 
 void BlockCache::Drop(uint32_t forest) {
@@ -161,7 +146,7 @@ void BlockCache::DropGeneration(uint32_t forest, uint64_t generation) {
 
 size_t BlockCache::bytes() const {
   MutexLock lock(&mu_);
-  return bytes_;
+  return policy_.bytes();
 }
 
 }  // namespace pacset

@@ -111,10 +111,9 @@ class BlockCache {
   const size_t capacity_;
   mutable Mutex mu_;
   CondVar cv_;  // a flight is done
-  size_t bytes_ GUARDED_BY(mu_) = 0;
-  WTinyLfu<BlockKey, BlockKeyHash> policy_ GUARDED_BY(mu_);  // holds exactly entries_' keys
-  std::unordered_map<BlockKey, BlockData, BlockKeyHash> entries_ GUARDED_BY(mu_);
-  bool reserved_ GUARDED_BY(mu_) = false;          // entries_ has room for the bound (InsertLocked)
+  // The cached blocks: the policy decides which stay and holds them.
+  WTinyLfu<BlockKey, BlockKeyHash, BlockData> policy_ GUARDED_BY(mu_);
+  bool reserved_ GUARDED_BY(mu_) = false;          // policy_ has room for the bound (InsertLocked)
   std::vector<BlockKey> evicted_ GUARDED_BY(mu_);  // scratch
   std::unordered_map<BlockKey, std::shared_ptr<Flight>, BlockKeyHash> flights_ GUARDED_BY(mu_);
 };

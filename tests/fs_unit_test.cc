@@ -10,6 +10,8 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <memory>
+#include <random>
 #include <thread>
 #include <vector>
 
@@ -191,6 +193,35 @@ TEST(BlockCache, KeepsItsBoundAndServesWhatItHoldsFromMemory) {
   BlockCache tiny(kBs / 2);
   ASSERT_TRUE(tiny.GetOrFetch({1, 1, 0}, fetch(0)).ok());
   EXPECT_EQ(tiny.bytes(), 0u);
+}
+
+// The policy holds each block with its key (util/w_tinylfu.h): whatever
+// segment a key moves through, a hit serves the bytes fetched for that key,
+// and a block evicted or dropped is no longer held (its memory is freed
+// once no reader holds it).
+TEST(BlockCache, ServesEachKeyItsOwnBlockAndFreesWhatItEvictsOrDrops) {
+  BlockCache cache(40 * kBs);
+  CountingFetch fetch;
+  std::mt19937_64 rng(7);
+  std::vector<std::weak_ptr<const std::string>> served(120);
+  for (int i = 0; i < 5000; ++i) {
+    // Keys 0..19 hot, the rest now and then: every segment sees traffic.
+    const uint64_t b = rng() % 4 != 0 ? rng() % 20 : 20 + rng() % 100;
+    auto data = cache.GetOrFetch({1, 1, b}, fetch(b));
+    ASSERT_TRUE(data.ok());
+    ASSERT_EQ(**data, MakeBlock(kBs, b, 1)) << "access " << i << ", block " << b;
+    served[b] = *data;
+  }
+  ASSERT_LE(cache.bytes(), 40 * kBs);
+  size_t held = 0;
+  for (const auto& w : served) held += !w.expired();
+  EXPECT_GT(held, 0u);
+  EXPECT_LE(held * kBs, 40 * kBs);  // the rest were released at eviction
+  cache.Drop(1);
+  for (uint64_t b = 0; b < served.size(); ++b) EXPECT_TRUE(served[b].expired()) << b;
+  const int before = fetch.calls;
+  ASSERT_TRUE(cache.GetOrFetch({1, 1, 3}, fetch(3)).ok());
+  EXPECT_EQ(fetch.calls, before + 1);  // dropped: fetched again
 }
 
 // The claim of the policy (fs/block_cache.h): blocks used by most requests

@@ -17,6 +17,10 @@
 // few; under LRU a burst of cold rows flushes the former, here they stay
 // (measured on recorded traffic: docs/scale.md).
 //
+// A cache keeps its entries' values in the policy's own table (`Value`):
+// one lookup per access, not one in the policy and another in a map of
+// values beside it. The trace simulator keeps none (NoValue).
+//
 // Not thread-safe: the owner locks.
 #pragma once
 
@@ -30,7 +34,9 @@
 
 namespace pacset {
 
-template <typename Key, typename Hash>
+struct NoValue {};
+
+template <typename Key, typename Hash, typename Value = NoValue>
 class WTinyLfu {
  public:
   // `capacity`: the bound on the sizes held (bytes, or entries with size
@@ -49,12 +55,16 @@ class WTinyLfu {
     sample_ = std::max<uint64_t>(16, 10 * entries);
   }
 
+  // Room for `n` entries without rehashing.
+  void Reserve(size_t n) { nodes_.reserve(n); }
+
   // One lookup of `k`, hit or miss: counts it in the sketch; when `k` is
-  // held, marks it used and returns true.
-  bool Touch(const Key& k) {
+  // held, marks it used and returns its value (valid until the next
+  // Insert, EraseIf or Clear), else null.
+  Value* Touch(const Key& k) {
     CountUse(k);
     auto it = nodes_.find(k);
-    if (it == nodes_.end()) return false;
+    if (it == nodes_.end()) return nullptr;
     Node& n = it->second;
     switch (n.segment) {
       case kWindow:
@@ -77,20 +87,21 @@ class WTinyLfu {
         }
         break;
     }
-    return true;
+    return &n.value;
   }
 
   // Adds `k` (not held; Touch it first so that its use is counted) of
-  // `size`; appends to `evicted` every key that leaves, possibly `k`
-  // itself (not admitted, or larger than the capacity).
-  void Insert(const Key& k, uint64_t size, std::vector<Key>* evicted) {
+  // `size` with `value`; appends to `evicted` every key that leaves (its
+  // value destroyed), possibly `k` itself (not admitted, or larger than the
+  // capacity).
+  void Insert(const Key& k, uint64_t size, std::vector<Key>* evicted, Value value = Value()) {
     if (nodes_.count(k)) return;
     if (size > capacity_) {
       evicted->push_back(k);
       return;
     }
     window_.push_front(k);
-    nodes_[k] = Node{kWindow, window_.begin(), size};
+    nodes_[k] = Node{kWindow, window_.begin(), size, std::move(value)};
     window_bytes_ += size;
     while (window_bytes_ > window_cap_) {
       const Key c = window_.back();
@@ -101,13 +112,19 @@ class WTinyLfu {
     }
   }
 
-  // Forgets `k` (dropped by its owner); no-op when not held.
-  void Erase(const Key& k) {
-    auto it = nodes_.find(k);
-    if (it == nodes_.end()) return;
-    ListOf(it->second.segment).erase(it->second.pos);
-    BytesOf(it->second.segment) -= it->second.size;
-    nodes_.erase(it);
+  // Forgets every held key for which pred(key) is true (dropped by the
+  // owner), and its value.
+  template <typename Pred>
+  void EraseIf(Pred pred) {
+    for (auto it = nodes_.begin(); it != nodes_.end();) {
+      if (!pred(it->first)) {
+        ++it;
+        continue;
+      }
+      ListOf(it->second.segment).erase(it->second.pos);
+      BytesOf(it->second.segment) -= it->second.size;
+      it = nodes_.erase(it);
+    }
   }
 
   bool Contains(const Key& k) const { return nodes_.count(k) != 0; }
@@ -137,6 +154,7 @@ class WTinyLfu {
     Segment segment;
     typename std::list<Key>::iterator pos;
     uint64_t size;
+    Value value;
   };
   static constexpr int kRows = 4;
 
