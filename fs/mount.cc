@@ -18,6 +18,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -438,8 +439,23 @@ Status Unmount(const std::string& mountpoint) {
   return Status::IOError("cannot unmount " + mountpoint + " (not a pacsetfs mount, or busy)");
 }
 
-Status DropCaches(const std::string& mountpoint, const std::string& name) {
-  return SendControlCommand(mountpoint, ControlCommand::Drop(name.empty() ? "*" : name));
+Status DropCaches(const std::string& where, const std::string& name) {
+  // MOUNTPOINT/NAME.pac, the file a user has at hand, names its forest.
+  std::string mountpoint = where, forest = name;
+  struct stat st;
+  constexpr std::string_view kPac = ".pac";
+  if (stat(where.c_str(), &st) == 0 && S_ISREG(st.st_mode) && where.size() > kPac.size() &&
+      where.compare(where.size() - kPac.size(), kPac.size(), kPac) == 0) {
+    const size_t slash = where.rfind('/');
+    mountpoint = slash == std::string::npos ? "." : slash == 0 ? "/" : where.substr(0, slash);
+    const size_t start = slash == std::string::npos ? 0 : slash + 1;
+    const std::string file_forest = where.substr(start, where.size() - kPac.size() - start);
+    if (!forest.empty() && forest != file_forest)
+      return Status::InvalidArgument(where + " is forest '" + file_forest + "', not '" + forest +
+                                     "'");
+    forest = file_forest;
+  }
+  return SendControlCommand(mountpoint, ControlCommand::Drop(forest.empty() ? "*" : forest));
 }
 
 }  // namespace pacset

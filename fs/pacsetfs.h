@@ -82,8 +82,10 @@ Status RunMount(const MountOptions& opts);
 // Unmounts (umount2 as root, fusermount3 -u otherwise).
 Status Unmount(const std::string& mountpoint);
 
-// Asks the daemon serving `mountpoint` to drop the kernel page cache and its
-// own cache for forest `name` ("" or "*": all forests), even while mapped.
-Status DropCaches(const std::string& mountpoint, const std::string& name);
+// Asks the daemon serving `where` to drop the kernel page cache and its own
+// cache for forest `name` ("" or "*": all forests), even while mapped.
+// `where` is the mountpoint, or a forest's file MOUNTPOINT/NAME.pac (then
+// `name` is that forest; another non-empty `name` is kInvalidArgument).
+Status DropCaches(const std::string& where, const std::string& name);
 
 }  // namespace pacset

@@ -2,7 +2,7 @@
 //
 //   pacsetfs mount MOUNTPOINT [--store URI] [-f] [-o opts] [--trace FILE] ...
 //   pacsetfs unmount MOUNTPOINT
-//   pacsetfs drop-cache MOUNTPOINT [NAME]
+//   pacsetfs drop-cache MOUNTPOINT [NAME] | MOUNTPOINT/NAME.pac
 //   pacsetfs SOURCE MOUNTPOINT [-o opts]      (the form mount.fuse3 and /etc/fstab use)
 //
 // Exit status: 0 success, 1 runtime failure, 2 usage error.
@@ -125,8 +125,9 @@ int main(int argc, char** argv) {
   auto* d = app.add_subcommand("drop-cache",
                                "Make a forest cold: drop the kernel page cache and the daemon "
                                "cache for it, even while it is mapped");
-  d->add_option("MOUNTPOINT", drop_point)->required();
-  d->add_option("NAME", drop_name, "Forest name (default: all forests)");
+  d->add_option("MOUNTPOINT", drop_point, "The mount, or a forest's file MOUNTPOINT/NAME.pac")
+      ->required();
+  d->add_option("NAME", drop_name, "Forest name (default: all forests, or the file's)");
 
   std::string stats_point;
   auto* st = app.add_subcommand("stats", "Print the live counters of a mount (JSON)");

@@ -395,6 +395,21 @@ def test_drop_cache_makes_a_mapped_file_cold(env):
             mm.close()
         r = run([ARGS.pacsetfs, "drop-cache", m.mp, "nosuch"], check=False)
         assert r.returncode == 1 and "nosuch" in r.stderr, r.stderr
+        # The forest's own file names it: warm, then cold again.
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            assert os.pread(fd, 10, 5 * 4096) == first
+            time.sleep(0.2)
+            warm = m.stats()["forests"]["rf"]["blocks_fetched"]
+            assert os.pread(fd, 10, 5 * 4096) == first
+            assert m.stats()["forests"]["rf"]["blocks_fetched"] == warm
+            run([ARGS.pacsetfs, "drop-cache", path])
+            assert os.pread(fd, 10, 5 * 4096) == first
+            assert m.stats()["forests"]["rf"]["blocks_fetched"] > warm
+        finally:
+            os.close(fd)
+        r = run([ARGS.pacsetfs, "drop-cache", path, "other"], check=False)
+        assert r.returncode == 1 and "is forest 'rf', not 'other'" in r.stderr, r.stderr
 
 
 def test_killed_daemon_leaves_a_mount_point_that_a_new_mount_recovers(env):
