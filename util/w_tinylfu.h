@@ -95,13 +95,14 @@ class WTinyLfu {
   // value destroyed), possibly `k` itself (not admitted, or larger than the
   // capacity).
   void Insert(const Key& k, uint64_t size, std::vector<Key>* evicted, Value value = Value()) {
-    if (nodes_.count(k)) return;
     if (size > capacity_) {
-      evicted->push_back(k);
+      if (!Contains(k)) evicted->push_back(k);
       return;
     }
+    auto [it, fresh] = nodes_.try_emplace(k);  // one probe: held already, or its new node
+    if (!fresh) return;
     window_.push_front(k);
-    nodes_[k] = Node{kWindow, window_.begin(), size, std::move(value)};
+    it->second = Node{kWindow, window_.begin(), size, std::move(value)};
     window_bytes_ += size;
     while (window_bytes_ > window_cap_) {
       const Key c = window_.back();
