@@ -444,8 +444,10 @@ Status DropCaches(const std::string& where, const std::string& name) {
   std::string mountpoint = where, forest = name;
   struct stat st;
   constexpr std::string_view kPac = ".pac";
-  if (stat(where.c_str(), &st) == 0 && S_ISREG(st.st_mode) && where.size() > kPac.size() &&
-      where.compare(where.size() - kPac.size(), kPac.size(), kPac) == 0) {
+  const bool file = stat(where.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+                    where.size() > kPac.size() &&
+                    where.compare(where.size() - kPac.size(), kPac.size(), kPac) == 0;
+  if (file) {
     const size_t slash = where.rfind('/');
     mountpoint = slash == std::string::npos ? "." : slash == 0 ? "/" : where.substr(0, slash);
     const size_t start = slash == std::string::npos ? 0 : slash + 1;
@@ -455,7 +457,11 @@ Status DropCaches(const std::string& where, const std::string& name) {
                                      "'");
     forest = file_forest;
   }
-  return SendControlCommand(mountpoint, ControlCommand::Drop(forest.empty() ? "*" : forest));
+  Status s = SendControlCommand(mountpoint, ControlCommand::Drop(forest.empty() ? "*" : forest));
+  if (file && s.IsNotFound())  // a .pac file elsewhere, not the mount's
+    return Status::NotFound(where + " is not a forest file of a pacsetfs mount (" + s.message() +
+                            ")");
+  return s;
 }
 
 }  // namespace pacset

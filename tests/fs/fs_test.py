@@ -410,6 +410,12 @@ def test_drop_cache_makes_a_mapped_file_cold(env):
             os.close(fd)
         r = run([ARGS.pacsetfs, "drop-cache", path, "other"], check=False)
         assert r.returncode == 1 and "is forest 'rf', not 'other'" in r.stderr, r.stderr
+    # A .pac file that is not on a mount says so.
+    local = os.path.join(env.tmp, "local.pac")
+    with open(local, "wb") as f:
+        f.write(b"not on a mount")
+    r = run([ARGS.pacsetfs, "drop-cache", local], check=False)
+    assert r.returncode == 1 and "is not a forest file of a pacsetfs mount" in r.stderr, r.stderr
 
 
 def test_killed_daemon_leaves_a_mount_point_that_a_new_mount_recovers(env):
