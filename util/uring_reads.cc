@@ -1,17 +1,54 @@
 #include "util/uring_reads.h"
 
 #include <liburing.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 
 namespace pacset {
+namespace {
+
+// Linux 6.6's flag; Debian 12's liburing (2.3) predates it.
+constexpr unsigned kSetupNoSqArray = 1U << 16;  // IORING_SETUP_NO_SQARRAY
+
+// Sets up `ring` with `depth` entries, without the submission queue's index
+// array where the kernel allows it (Linux 6.6). While any ring with the
+// array lives, the kernel keeps a static key on (io_key_has_sqarray); the
+// first such ring after none has lived for about a second turns it on by
+// patching the kernel's code, which interrupts every CPU (kernels from 2026
+// defer the switch for that reason). On the 2-core VM the benchmarks run on,
+// io_uring_setup took 0.08-0.30 ms then, 0.03-0.06 ms without the array
+// (2026-12-08): a cost that a `pacset predict` started now and then (cron, a
+// serverless call) pays every time, and that interrupts the daemon's cores
+// too; machines with more CPUs pay more. liburing 2.3 (Debian 12) predates
+// the flag and its io_uring_queue_init would write into the array, so the
+// ring is set up here and mapped with io_uring_queue_mmap, which writes
+// nothing into it; liburing fills the SQEs in ring order, which is what the
+// kernel reads without an array. A kernel that refuses the flag gets the
+// plain set-up.
+int SetUpRing(unsigned depth, io_uring* ring) {
+  io_uring_params p{};
+  p.flags = kSetupNoSqArray;
+  const int fd = static_cast<int>(syscall(__NR_io_uring_setup, depth, &p));
+  if (fd >= 0) {
+    if (io_uring_queue_mmap(fd, &p, ring) == 0) {
+      ring->features = p.features;
+      return 0;
+    }
+    close(fd);
+  }
+  return io_uring_queue_init(depth, ring, 0);
+}
+
+}  // namespace
 
 ReadRing::ReadRing(unsigned depth) : depth_(depth), ring_(std::make_unique<io_uring>()) {}
 
 std::unique_ptr<ReadRing> ReadRing::Make(unsigned depth) {
   std::unique_ptr<ReadRing> r(new ReadRing(depth));
-  if (io_uring_queue_init(depth, r->ring_.get(), 0) != 0) return nullptr;
+  if (SetUpRing(depth, r->ring_.get()) != 0) return nullptr;
   r->live_ = true;
   return r;
 }
