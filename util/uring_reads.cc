@@ -17,8 +17,8 @@ constexpr unsigned kSetupNoSqArray = 1U << 16;  // IORING_SETUP_NO_SQARRAY
 // array where the kernel allows it (Linux 6.6). While any ring with the
 // array lives, the kernel keeps a static key on (io_key_has_sqarray); the
 // first such ring after none has lived for about a second turns it on by
-// patching the kernel's code, which interrupts every CPU (kernels from 2026
-// defer the switch for that reason). On the 2-core VM the benchmarks run on,
+// patching the kernel's code, which interrupts every CPU (a 2026 kernel
+// change defers the switch for that reason). On the 2-core VM the benchmarks run on,
 // io_uring_setup took 0.08-0.30 ms then, 0.03-0.06 ms without the array
 // (2026-12-08): a cost that a `pacset predict` started now and then (cron, a
 // serverless call) pays every time, and that interrupts the daemon's cores
