@@ -454,7 +454,8 @@ Status DirStore::ReadBlocks(const ForestInfo& forest, const std::vector<uint64_t
       direct ? static_cast<char*>(std::aligned_alloc(kDirectReadAlign, runs.size() * bs)) : nullptr,
       &std::free);
   if (direct && !aligned) return Status::ResourceExhausted("out of memory for a block batch");
-  std::vector<std::string> bufs_of_runs(runs.size());
+  // Run buffers are left unzeroed: the read fills them before any use.
+  std::vector<std::unique_ptr<char[]>> bufs_of_runs(runs.size());
   std::vector<uint64_t> offsets(runs.size());
   std::vector<uint32_t> lens(runs.size());
   std::vector<char*> bufs(runs.size());
@@ -462,12 +463,14 @@ Status DirStore::ReadBlocks(const ForestInfo& forest, const std::vector<uint64_t
     const Run& run = runs[r];
     offsets[r] = blocks[run.first] * bs;
     lens[r] = static_cast<uint32_t>((run.end - run.first) * bs);
-    if (run.end - run.first == 1) {
+    if (run.end - run.first == 1 && direct) {
+      bufs[r] = aligned.get() + r * bs;
+    } else if (run.end - run.first == 1) {
       (*out)[run.first].resize(bs);
-      bufs[r] = direct ? aligned.get() + r * bs : (*out)[run.first].data();
+      bufs[r] = (*out)[run.first].data();
     } else {
-      bufs_of_runs[r].resize(lens[r]);
-      bufs[r] = bufs_of_runs[r].data();
+      bufs_of_runs[r].reset(new char[lens[r]]);
+      bufs[r] = bufs_of_runs[r].get();
     }
   }
   std::vector<int> fds(runs.size());
@@ -497,10 +500,10 @@ Status DirStore::ReadBlocks(const ForestInfo& forest, const std::vector<uint64_t
       const int fd = fds[r] == file->direct.get() ? file->scattered.get() : fds[r];
       PACSET_RETURN_IF_ERROR(PreadFull(fd, bufs[r], lens[r], offsets[r], what));
     }
-    if (direct && run.end - run.first == 1) std::memcpy((*out)[run.first].data(), bufs[r], bs);
+    if (direct && run.end - run.first == 1) (*out)[run.first].assign(bufs[r], bs);
     if (run.end - run.first > 1)
       for (size_t k = run.first; k < run.end; ++k)
-        (*out)[k].assign(bufs_of_runs[r], (k - run.first) * bs, bs);
+        (*out)[k].assign(bufs[r] + (k - run.first) * bs, bs);
   }
   return Status::Ok();
 }

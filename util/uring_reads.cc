@@ -14,20 +14,19 @@ namespace {
 constexpr unsigned kSetupNoSqArray = 1U << 16;  // IORING_SETUP_NO_SQARRAY
 
 // Sets up `ring` with `depth` entries, without the submission queue's index
-// array where the kernel allows it (Linux 6.6). While any ring with the
-// array lives, the kernel keeps a static key on (io_key_has_sqarray); the
-// first such ring after none has lived for about a second turns it on by
-// patching the kernel's code, which interrupts every CPU (a 2026 kernel
-// change defers the switch for that reason). On the 2-core VM the benchmarks run on,
+// array where the kernel allows it (Linux 6.6). While any ring with the array
+// lives, the kernel keeps a static key on (io_key_has_sqarray); the first such
+// ring after none has lived for about a second turns it on by patching the
+// kernel's code, which interrupts every CPU (a 2026 kernel change defers the
+// switch for that reason). On the 2-core VM the benchmarks run on,
 // io_uring_setup took 0.08-0.30 ms then, 0.03-0.06 ms without the array
 // (2026-12-08): a cost that a `pacset predict` started now and then (cron, a
-// serverless call) pays every time, and that interrupts the daemon's cores
-// too; machines with more CPUs pay more. liburing 2.3 (Debian 12) predates
-// the flag and its io_uring_queue_init would write into the array, so the
-// ring is set up here and mapped with io_uring_queue_mmap, which writes
-// nothing into it; liburing fills the SQEs in ring order, which is what the
-// kernel reads without an array. A kernel that refuses the flag gets the
-// plain set-up.
+// serverless call) pays every time, and that interrupts the daemon's cores too;
+// machines with more CPUs pay more. liburing 2.3 (Debian 12) predates the flag
+// and its io_uring_queue_init would write into the array, so the ring is set up
+// here and mapped with io_uring_queue_mmap, which writes nothing into it;
+// liburing fills the SQEs in ring order, which is what the kernel reads without
+// an array. A kernel that refuses the flag gets the plain set-up.
 int SetUpRing(unsigned depth, io_uring* ring) {
   io_uring_params p{};
   p.flags = kSetupNoSqArray;
